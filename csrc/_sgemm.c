@@ -1,0 +1,747 @@
+/*
+ * fastsgemm._sgemm: the C extension under the fastsgemm package.
+ *
+ * It does what must touch memory or CUDA: validating and holding the
+ * operands' memory, running a rung through csrc/operands.c with the GIL
+ * released, the DLPack capsule protocol, device buffers, device queries, and
+ * turning every CUDA failure into a Python exception. Argument normalisation
+ * and friendly messages for users live in python/fastsgemm/.
+ *
+ * Private interface: an operand is either an object exporting the buffer
+ * protocol (host memory) or a tuple (pointer, rows, cols, row_stride,
+ * col_stride) describing device memory, strides in elements.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <string.h>
+
+#include "dlpack.h"
+#include "operands.h"
+
+/* ---- module state ---- */
+
+typedef struct {
+    PyObject *cuda_error;        /* fastsgemm.CudaError, a RuntimeError */
+    PyTypeObject *device_buffer; /* fastsgemm._sgemm.DeviceBuffer */
+} module_state;
+
+static inline module_state *get_state(PyObject *module) { return (module_state *)PyModule_GetState(module); }
+
+static int module_traverse(PyObject *module, visitproc visit, void *arg) {
+    module_state *st = get_state(module);
+    Py_VISIT(st->cuda_error);
+    Py_VISIT(st->device_buffer);
+    return 0;
+}
+
+static int module_clear(PyObject *module) {
+    module_state *st = get_state(module);
+    Py_CLEAR(st->cuda_error);
+    Py_CLEAR(st->device_buffer);
+    return 0;
+}
+
+static void module_free(void *module) { module_clear((PyObject *)module); }
+
+/* ---- errors ---- */
+
+/* Errors after which the CUDA context is lost for good in this process. */
+static int is_sticky(cudaError_t err) {
+    switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable: return 1;
+    default: return 0;
+    }
+}
+
+/* Raises the Python exception for a CUDA error met while doing `what`:
+ * MemoryError for an allocation failure, CudaError (with .code and
+ * .cuda_name) for everything else. Always returns NULL. */
+static PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) {
+    const char *name = cudaGetErrorName(err), *text = cudaGetErrorString(err);
+    if (err == cudaErrorMemoryAllocation) {
+        PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s (%s: %s)", what, name, text);
+        return NULL;
+    }
+    const char *hint = is_sticky(err) ? " This error is sticky: the CUDA context of this process is lost and "
+                                        "every later CUDA call will fail; restart the Python process."
+                                      : "";
+    PyObject *msg = PyUnicode_FromFormat("CUDA error during %s: %s (%s, code %d).%s", what, text, name, (int)err, hint);
+    if (msg == NULL) return NULL;
+    PyObject *exc = PyObject_CallOneArg(st->cuda_error, msg);
+    Py_DECREF(msg);
+    if (exc == NULL) return NULL;
+    PyObject *code = PyLong_FromLong((long)err), *cuda_name = PyUnicode_FromString(name);
+    if (code != NULL && cuda_name != NULL && PyObject_SetAttrString(exc, "code", code) == 0 &&
+        PyObject_SetAttrString(exc, "cuda_name", cuda_name) == 0)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(code);
+    Py_XDECREF(cuda_name);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* ---- operands ---- */
+
+typedef struct operand {
+    fsg_matrix mat;
+    Py_buffer view; /* held for the whole call when the operand is host memory */
+    int has_view;
+    int device; /* CUDA device ordinal of device memory, -1 for host memory */
+} operand;
+
+static void release_operand(operand *op) {
+    if (op->has_view) PyBuffer_Release(&op->view);
+    op->has_view = 0;
+}
+
+/* The device that owns device memory at `p`; a clear error if it is not
+ * device memory. */
+static int device_of_pointer(module_state *st, const void *p, const char *name, int *device) {
+    struct cudaPointerAttributes attr;
+    cudaError_t err = cudaPointerGetAttributes(&attr, p);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        raise_cuda_error(st, err, "cudaPointerGetAttributes");
+        return -1;
+    }
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+        PyErr_Format(PyExc_ValueError, "%s: pointer %p is not CUDA device or managed memory", name, p);
+        return -1;
+    }
+    *device = attr.device;
+    return 0;
+}
+
+/* Reads one operand: a device tuple or a host buffer of float32. */
+static int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op) {
+    memset(op, 0, sizeof *op);
+    op->device = -1;
+    if (PyTuple_Check(obj)) {
+        unsigned long long ptr;
+        long long rows, cols, rs, cs;
+        if (!PyArg_ParseTuple(obj, "KLLLL;device operand must be (pointer, rows, cols, row_stride, col_stride)", &ptr,
+                              &rows, &cols, &rs, &cs))
+            return -1;
+        if (rows < 0 || cols < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: negative dimension %lld x %lld", name, rows, cols);
+            return -1;
+        }
+        op->mat = (fsg_matrix){.ptr = (float *)(uintptr_t)ptr, .rows = rows, .cols = cols, .rs = rs, .cs = cs,
+                               .side = FSG_DEVICE};
+        if (rows > 0 && cols > 0) {
+            if (ptr % sizeof(float) != 0) {
+                PyErr_Format(PyExc_ValueError, "%s: device pointer 0x%llx is not 4-byte aligned", name, ptr);
+                return -1;
+            }
+            if (device_of_pointer(st, (void *)(uintptr_t)ptr, name, &op->device) < 0) return -1;
+        }
+        return 0;
+    }
+
+    const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &op->view, flags) < 0) return -1;
+    op->has_view = 1;
+    const Py_buffer *v = &op->view;
+    const char *fmt = v->format != NULL ? v->format : "B";
+    if (!(strcmp(fmt, "f") == 0 || strcmp(fmt, "<f") == 0 || strcmp(fmt, "=f") == 0) || v->itemsize != 4) {
+        PyErr_Format(PyExc_TypeError, "%s: expected native float32 data, got buffer format '%s'", name, fmt);
+        goto fail;
+    }
+    if (v->ndim != 2) {
+        PyErr_Format(PyExc_ValueError, "%s: expected a 2-D matrix, got %d dimensions", name, v->ndim);
+        goto fail;
+    }
+    if (v->strides[0] % 4 != 0 || v->strides[1] % 4 != 0 || (uintptr_t)v->buf % 4 != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: data or strides not aligned to 4 bytes; pass a copy", name);
+        goto fail;
+    }
+    op->mat = (fsg_matrix){.ptr = v->buf, .rows = v->shape[0], .cols = v->shape[1], .rs = v->strides[0] / 4,
+                           .cs = v->strides[1] / 4, .side = FSG_HOST};
+    return 0;
+fail:
+    release_operand(op);
+    return -1;
+}
+
+static int stream_from_object(PyObject *obj, cudaStream_t *stream) {
+    if (obj == Py_None) {
+        *stream = cudaStreamPerThread;
+        return 0;
+    }
+    void *p = PyLong_AsVoidPtr(obj);
+    if (p == NULL && PyErr_Occurred()) return -1;
+    *stream = (cudaStream_t)p;
+    return 0;
+}
+
+/* Makes `device` current for a call on device memory; remembers the old one. */
+static int enter_device(module_state *st, int device, int *previous) {
+    *previous = -1;
+    if (device < 0) return 0;
+    int current;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err == cudaSuccess && current != device) {
+        err = cudaSetDevice(device);
+        if (err == cudaSuccess) *previous = current;
+    }
+    if (err != cudaSuccess) {
+        raise_cuda_error(st, err, "cudaSetDevice");
+        return -1;
+    }
+    return 0;
+}
+
+static void leave_device(int previous) {
+    if (previous >= 0) cudaSetDevice(previous);
+}
+
+/* ---- gemm(rung, a, b, c, out, alpha, beta, stream) ---- */
+
+static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = get_state(module);
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "gemm(rung, a, b, c, out, alpha, beta, stream) takes 8 arguments");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    operand ops[4]; /* a, b, out, c */
+    int parsed = 0, previous_device = -1;
+    const char *names[4] = {"A", "B", "out", "C"};
+    PyObject *objs[4] = {args[1], args[2], args[4], args[3]};
+
+    const long index = PyLong_AsLong(args[0]);
+    if (index == -1 && PyErr_Occurred()) goto exit;
+    if (index < 0 || index >= fsg_rung_count) {
+        PyErr_Format(PyExc_ValueError, "no rung number %ld in the registry", index);
+        goto exit;
+    }
+    const fsg_rung *rung = &fsg_rungs[index];
+    const double alpha = PyFloat_AsDouble(args[5]);
+    if (alpha == -1.0 && PyErr_Occurred()) goto exit;
+    const double beta = PyFloat_AsDouble(args[6]);
+    if (beta == -1.0 && PyErr_Occurred()) goto exit;
+    cudaStream_t stream;
+    if (stream_from_object(args[7], &stream) < 0) goto exit;
+
+    const int count = objs[3] == Py_None ? 3 : 4;
+    for (; parsed < count; ++parsed)
+        if (parse_operand(st, objs[parsed], names[parsed], parsed == 2, &ops[parsed]) < 0) goto exit;
+
+    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
+    if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
+        (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
+        PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",
+                     (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
+                     (long long)out->rows, (long long)out->cols);
+        goto exit;
+    }
+    if (beta != 0.0 && c == NULL) {
+        PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
+        goto exit;
+    }
+    int device = -1;
+    for (int i = 0; i < count; ++i) {
+        if (ops[i].mat.side != a->side) {
+            PyErr_SetString(PyExc_ValueError, "host and device operands cannot be mixed in one call");
+            goto exit;
+        }
+        if (ops[i].device >= 0 && device >= 0 && ops[i].device != device) {
+            PyErr_Format(PyExc_ValueError, "operands live on different CUDA devices (%d and %d)", device,
+                         ops[i].device);
+            goto exit;
+        }
+        if (ops[i].device >= 0) device = ops[i].device;
+    }
+    if (rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s' runs on the host and takes host arrays, not device arrays",
+                     rung->name);
+        goto exit;
+    }
+    if (a->rows > rung->max_dim || b->cols > rung->max_dim) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", rung->name,
+                     (long long)rung->max_dim, (long long)a->rows, (long long)b->cols);
+        goto exit;
+    }
+    if (enter_device(st, device, &previous_device) < 0) goto exit;
+
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fsg_run_gemm(rung, a, b, c, out, (float)alpha, (float)beta, stream);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "sgemm with kernel '%s'", rung->name);
+        raise_cuda_error(st, err, what);
+        goto exit;
+    }
+    result = Py_NewRef(Py_None);
+
+exit:
+    leave_device(previous_device);
+    for (int i = 0; i < parsed; ++i) release_operand(&ops[i]);
+    return result;
+}
+
+/* ---- copy(dst, src, stream): dst = src between any two views ---- */
+
+static PyObject *copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = get_state(module);
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "copy(dst, src, stream) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    operand dst, src;
+    int have_dst = 0, have_src = 0, previous_device = -1;
+    cudaStream_t stream;
+    if (stream_from_object(args[2], &stream) < 0) goto exit;
+    if (parse_operand(st, args[0], "dst", 1, &dst) < 0) goto exit;
+    have_dst = 1;
+    if (parse_operand(st, args[1], "src", 0, &src) < 0) goto exit;
+    have_src = 1;
+    if (dst.mat.rows != src.mat.rows || dst.mat.cols != src.mat.cols) {
+        PyErr_SetString(PyExc_ValueError, "copy: shapes differ");
+        goto exit;
+    }
+    if (enter_device(st, dst.device >= 0 ? dst.device : src.device, &previous_device) < 0) goto exit;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fsg_copy(&dst.mat, &src.mat, stream);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        raise_cuda_error(st, err, "a matrix copy");
+        goto exit;
+    }
+    result = Py_NewRef(Py_None);
+exit:
+    leave_device(previous_device);
+    if (have_src) release_operand(&src);
+    if (have_dst) release_operand(&dst);
+    return result;
+}
+
+/* ---- the registry ---- */
+
+static PyObject *rungs(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    PyObject *list = PyList_New(fsg_rung_count);
+    if (list == NULL) return NULL;
+    for (int i = 0; i < fsg_rung_count; ++i) {
+        const fsg_rung *r = &fsg_rungs[i];
+        PyObject *item = Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L}", "number", r->number, "name", r->name, "idea",
+                                       r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu", "source",
+                                       r->source, "max_dim", (long long)r->max_dim);
+        if (item == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, item);
+    }
+    return list;
+}
+
+/* ---- devices and streams ---- */
+
+static PyObject *device_count(PyObject *module, PyObject *unused) {
+    (void)unused;
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return raise_cuda_error(get_state(module), err, "cudaGetDeviceCount");
+    }
+    return PyLong_FromLong(count);
+}
+
+static PyObject *current_device(PyObject *module, PyObject *unused) {
+    (void)unused;
+    int device;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "cudaGetDevice");
+    return PyLong_FromLong(device);
+}
+
+/* pointer_device(address) -> the ordinal of the device that owns it. */
+static PyObject *pointer_device(PyObject *module, PyObject *arg) {
+    void *p = PyLong_AsVoidPtr(arg);
+    if (p == NULL && PyErr_Occurred()) return NULL;
+    int device;
+    if (device_of_pointer(get_state(module), p, "pointer", &device) < 0) return NULL;
+    return PyLong_FromLong(device);
+}
+
+static PyObject *device_info(PyObject *module, PyObject *arg) {
+    module_state *st = get_state(module);
+    const int device = (int)PyLong_AsLong(arg);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+    struct cudaDeviceProp p;
+    int clock_khz = 0, memory_clock_khz = 0;
+    cudaError_t err = cudaGetDeviceProperties(&p, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return raise_cuda_error(st, err, "a device query");
+    }
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    return Py_BuildValue("{s:i,s:s,s:i,s:(ii),s:i,s:i,s:i,s:K,s:i,s:n,s:i,s:i}", "device", device, "name", p.name,
+                         "sm_count", p.multiProcessorCount, "compute_capability", p.major, p.minor, "sm_clock_mhz",
+                         clock_khz / 1000, "memory_clock_mhz", memory_clock_khz / 1000, "memory_bus_bits",
+                         p.memoryBusWidth, "total_memory_bytes", (unsigned long long)p.totalGlobalMem,
+                         "l2_cache_bytes", p.l2CacheSize, "shared_memory_per_block_optin",
+                         (Py_ssize_t)p.sharedMemPerBlockOptin, "driver_version", driver, "runtime_version", runtime);
+}
+
+static PyObject *synchronize(PyObject *module, PyObject *arg) {
+    cudaStream_t stream;
+    if (stream_from_object(arg, &stream) < 0) return NULL;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaStreamSynchronize(stream);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "cudaStreamSynchronize");
+    Py_RETURN_NONE;
+}
+
+/* stream_wait(consumer, producer): later work on `consumer` waits for all
+ * work queued so far on `producer`, without blocking the host. */
+static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "stream_wait(consumer, producer) takes 2 arguments");
+        return NULL;
+    }
+    cudaStream_t consumer, producer;
+    if (stream_from_object(args[0], &consumer) < 0 || stream_from_object(args[1], &producer) < 0) return NULL;
+    if (consumer == producer) Py_RETURN_NONE;
+    cudaEvent_t event;
+    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (err == cudaSuccess) {
+        err = cudaEventRecord(event, producer);
+        if (err == cudaSuccess) err = cudaStreamWaitEvent(consumer, event, 0);
+        cudaError_t destroyed = cudaEventDestroy(event);  // safe: the wait keeps what it needs
+        if (err == cudaSuccess) err = destroyed;
+    }
+    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "ordering two streams");
+    Py_RETURN_NONE;
+}
+
+/* ---- DeviceBuffer: cudaMalloc'd memory owned by a Python object ---- */
+
+typedef struct {
+    PyObject_HEAD
+    void *ptr;
+    Py_ssize_t nbytes;
+    int device;
+} DeviceBuffer;
+
+static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nbytes;
+    int device;
+    static char *keywords[] = {"nbytes", "device", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ni:DeviceBuffer", keywords, &nbytes, &device)) return NULL;
+    if (nbytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "DeviceBuffer: nbytes must be >= 0");
+        return NULL;
+    }
+    module_state *st = PyType_GetModuleState(type);
+    if (st == NULL) return NULL;
+    DeviceBuffer *self = (DeviceBuffer *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->device = device;
+    self->nbytes = nbytes;
+    if (nbytes == 0) return (PyObject *)self;
+
+    int previous;
+    if (enter_device(st, device, &previous) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaMalloc(&self->ptr, (size_t)nbytes);
+    Py_END_ALLOW_THREADS
+    leave_device(previous);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        self->ptr = NULL;
+        Py_DECREF(self);
+        return raise_cuda_error(st, err, "cudaMalloc");
+    }
+    return (PyObject *)self;
+}
+
+static void DeviceBuffer_dealloc(DeviceBuffer *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    if (self->ptr != NULL) {
+        int previous = -1, current;
+        if (cudaGetDevice(&current) == cudaSuccess && current != self->device &&
+            cudaSetDevice(self->device) == cudaSuccess)
+            previous = current;
+        // cudaFree waits for work still using the memory; nobody is left to
+        // tell of a failure here, so it is cleared, never raised.
+        if (cudaFree(self->ptr) != cudaSuccess) cudaGetLastError();
+        leave_device(previous);
+    }
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyObject *DeviceBuffer_ptr(DeviceBuffer *self, void *closure) {
+    (void)closure;
+    return PyLong_FromVoidPtr(self->ptr);
+}
+
+static PyMemberDef DeviceBuffer_members[] = {
+    {"nbytes", T_PYSSIZET, offsetof(DeviceBuffer, nbytes), READONLY, "size in bytes"},
+    {"device", T_INT, offsetof(DeviceBuffer, device), READONLY, "CUDA device ordinal"},
+    {NULL},
+};
+
+static PyGetSetDef DeviceBuffer_getset[] = {
+    {"ptr", (getter)DeviceBuffer_ptr, NULL, "device address (0 when empty)", NULL},
+    {NULL},
+};
+
+static PyType_Slot DeviceBuffer_slots[] = {
+    {Py_tp_new, DeviceBuffer_new},
+    {Py_tp_dealloc, DeviceBuffer_dealloc},
+    {Py_tp_members, DeviceBuffer_members},
+    {Py_tp_getset, DeviceBuffer_getset},
+    {Py_tp_doc, "DeviceBuffer(nbytes, device): device memory from cudaMalloc, freed with the object."},
+    {0, NULL},
+};
+
+static PyType_Spec DeviceBuffer_spec = {
+    .name = "fastsgemm._sgemm.DeviceBuffer",
+    .basicsize = sizeof(DeviceBuffer),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = DeviceBuffer_slots,
+};
+
+/* ---- DLPack: consuming ---- */
+
+static const char kHolderName[] = "fastsgemm.dlpack_holder";
+
+/* The holder keeps an imported tensor alive and calls its producer's deleter
+ * exactly once, when the holder goes. Its context says which struct it is. */
+static void holder_destructor(PyObject *holder) {
+    void *managed = PyCapsule_GetPointer(holder, kHolderName);
+    const int versioned = PyCapsule_GetContext(holder) != NULL;
+    if (managed == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (versioned) {
+        DLManagedTensorVersioned *t = managed;
+        if (t->deleter != NULL) t->deleter(t);
+    } else {
+        DLManagedTensor *t = managed;
+        if (t->deleter != NULL) t->deleter(t);
+    }
+}
+
+/* dlpack_import(capsule) -> (holder, pointer, shape, strides, device_type,
+ * device_id, (code, bits, lanes), readonly). Strides are in elements. The
+ * capsule is renamed "used_..." so its own destructor leaves the tensor to
+ * the holder. */
+static PyObject *dlpack_import(PyObject *module, PyObject *capsule) {
+    (void)module;
+    int versioned;
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned"))
+        versioned = 1;
+    else if (PyCapsule_IsValid(capsule, "dltensor"))
+        versioned = 0;
+    else {
+        PyErr_SetString(PyExc_ValueError, "expected an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned')");
+        return NULL;
+    }
+    void *managed = PyCapsule_GetPointer(capsule, versioned ? "dltensor_versioned" : "dltensor");
+    if (managed == NULL) return NULL;
+    DLTensor *t;
+    int readonly = 0;
+    if (versioned) {
+        DLManagedTensorVersioned *v = managed;
+        if (v->version.major != 1) {
+            PyErr_Format(PyExc_BufferError, "DLPack major version %u is not supported (fastsgemm reads 1.x)",
+                         v->version.major);
+            return NULL;
+        }
+        t = &v->dl_tensor;
+        readonly = (v->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    } else {
+        t = &((DLManagedTensor *)managed)->dl_tensor;
+    }
+
+    PyObject *holder = PyCapsule_New(managed, kHolderName, holder_destructor);
+    if (holder == NULL) return NULL;
+    if (PyCapsule_SetContext(holder, versioned ? (void *)1 : NULL) < 0 ||
+        PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") < 0) {
+        PyCapsule_SetDestructor(holder, NULL);  // the capsule still owns the tensor
+        Py_DECREF(holder);
+        return NULL;
+    }
+
+    PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
+    if (shape == NULL || strides == NULL) goto fail;
+    int64_t compact = 1;
+    for (int i = t->ndim - 1; i >= 0; --i) {
+        const int64_t stride = t->strides != NULL ? t->strides[i] : compact;
+        compact *= t->shape[i];
+        PyObject *extent = PyLong_FromLongLong(t->shape[i]), *step = PyLong_FromLongLong(stride);
+        if (extent == NULL || step == NULL) {
+            Py_XDECREF(extent);
+            Py_XDECREF(step);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(shape, i, extent);
+        PyTuple_SET_ITEM(strides, i, step);
+    }
+    const uintptr_t address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    PyObject *result = Py_BuildValue("(NKNNii(iii)O)", holder, (unsigned long long)address, shape, strides,
+                                     (int)t->device.device_type, (int)t->device.device_id, (int)t->dtype.code,
+                                     (int)t->dtype.bits, (int)t->dtype.lanes, readonly ? Py_True : Py_False);
+    return result;  // on failure Py_BuildValue has released the "N" references
+
+fail:
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_DECREF(holder);  // calls the deleter: the capsule was already marked used
+    return NULL;
+}
+
+/* ---- DLPack: producing ---- */
+
+typedef struct exported {
+    union {
+        DLManagedTensor legacy;
+        DLManagedTensorVersioned versioned;
+    } head; /* first, so the deleter's `self` is the whole struct */
+    int64_t shape[2];
+    int64_t strides[2];
+    PyObject *owner; /* keeps the memory alive until the consumer lets go */
+} exported;
+
+static void release_exported(exported *e) {
+    // Consumers may call the deleter from any thread, with or without the GIL.
+    if (Py_IsInitialized()) {
+        PyGILState_STATE gil = PyGILState_Ensure();
+        Py_XDECREF(e->owner);
+        PyGILState_Release(gil);
+    }
+    PyMem_RawFree(e);
+}
+
+static void delete_legacy(DLManagedTensor *self) { release_exported((exported *)self); }
+static void delete_versioned(DLManagedTensorVersioned *self) { release_exported((exported *)self); }
+
+/* A capsule nobody consumed still owns its tensor. */
+static void exported_capsule_destructor(PyObject *capsule) {
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        DLManagedTensorVersioned *t = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        t->deleter(t);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+        t->deleter(t);
+    }
+}
+
+/* dlpack_export(owner, pointer, rows, cols, row_stride, col_stride,
+ * device_type, device_id, versioned) -> capsule of a 2-D float32 tensor. */
+static PyObject *dlpack_export(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *owner;
+    unsigned long long ptr;
+    long long rows, cols, rs, cs;
+    int device_type, device_id, versioned;
+    if (!PyArg_ParseTuple(args, "OKLLLLiip:dlpack_export", &owner, &ptr, &rows, &cols, &rs, &cs, &device_type,
+                          &device_id, &versioned))
+        return NULL;
+    exported *e = PyMem_RawCalloc(1, sizeof *e);
+    if (e == NULL) return PyErr_NoMemory();
+    e->shape[0] = rows;
+    e->shape[1] = cols;
+    e->strides[0] = rs;
+    e->strides[1] = cs;
+    e->owner = Py_NewRef(owner);
+    DLTensor *t = versioned ? &e->head.versioned.dl_tensor : &e->head.legacy.dl_tensor;
+    *t = (DLTensor){.data = (void *)(uintptr_t)ptr,
+                    .device = {.device_type = device_type, .device_id = device_id},
+                    .ndim = 2,
+                    .dtype = {.code = kDLFloat, .bits = 32, .lanes = 1},
+                    .shape = e->shape,
+                    .strides = e->strides,
+                    .byte_offset = 0};
+    if (versioned) {
+        e->head.versioned.version = (DLPackVersion){.major = 1, .minor = 0};
+        e->head.versioned.deleter = delete_versioned;
+    } else {
+        e->head.legacy.deleter = delete_legacy;
+    }
+    PyObject *capsule = PyCapsule_New(e, versioned ? "dltensor_versioned" : "dltensor", exported_capsule_destructor);
+    if (capsule == NULL) release_exported(e);
+    return capsule;
+}
+
+/* ---- module ---- */
+
+static PyMethodDef module_methods[] = {
+    {"gemm", (PyCFunction)(void (*)(void))gemm, METH_FASTCALL,
+     "gemm(rung, a, b, c, out, alpha, beta, stream): out = alpha * a @ b + beta * c with registry rung number"},
+    {"copy", (PyCFunction)(void (*)(void))copy, METH_FASTCALL, "copy(dst, src, stream): dst = src"},
+    {"rungs", rungs, METH_NOARGS, "rungs() -> the registry, in ladder order, as a list of dicts"},
+    {"device_count", device_count, METH_NOARGS, "device_count() -> number of CUDA devices; raises CudaError"},
+    {"current_device", current_device, METH_NOARGS, "current_device() -> this thread's CUDA device ordinal"},
+    {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},
+    {"device_info", device_info, METH_O, "device_info(ordinal) -> dict of device properties"},
+    {"synchronize", synchronize, METH_O, "synchronize(stream): wait for the stream's work (None: per-thread)"},
+    {"stream_wait", (PyCFunction)(void (*)(void))stream_wait, METH_FASTCALL,
+     "stream_wait(consumer, producer): order consumer after producer's queued work"},
+    {"dlpack_import", dlpack_import, METH_O, "dlpack_import(capsule) -> (holder, ptr, shape, strides, ...)"},
+    {"dlpack_export", dlpack_export, METH_VARARGS, "dlpack_export(owner, ptr, rows, cols, rs, cs, ...) -> capsule"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject *module) {
+    module_state *st = get_state(module);
+    st->cuda_error = PyErr_NewExceptionWithDoc(
+        "fastsgemm.CudaError",
+        "A CUDA call failed. The message is CUDA's own; .code and .cuda_name hold the cudaError_t.",
+        PyExc_RuntimeError, NULL);
+    if (st->cuda_error == NULL || PyModule_AddObjectRef(module, "CudaError", st->cuda_error) < 0) return -1;
+    st->device_buffer = (PyTypeObject *)PyType_FromModuleAndSpec(module, &DeviceBuffer_spec, NULL);
+    if (st->device_buffer == NULL || PyModule_AddType(module, st->device_buffer) < 0) return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "fastsgemm._sgemm",
+    .m_doc = "The C core of fastsgemm: runs the SGEMM ladder's rungs on host or device memory.",
+    .m_size = sizeof(module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__sgemm(void) { return PyModuleDef_Init(&module_def); }

@@ -1,0 +1,299 @@
+/*
+ * operands.c: everything between "here are four matrices of any layout" and
+ * one launcher call on row-/column-major operands (see operands.h).
+ *
+ * The rules, in the order fsg_run_gemm applies them:
+ *   - A and B that are row- or column-major on the rung's side go to the
+ *     launcher as they are (pointer, leading dimension, transpose flag): no
+ *     copy. Anything else (other strides, or the other side of the PCIe bus)
+ *     is copied once into a dense temporary on the rung's side.
+ *   - D is written straight into `out` when out is on the rung's side, row- or
+ *     column-major, and shares no memory with A or B (nor with C, unless C is
+ *     out itself: the in-place BLAS update). Otherwise into a temporary that is
+ *     copied to out at the end.
+ *   - A column-major D is computed as the row-major D^T = B^T A^T, so the
+ *     launchers only ever see a row-major D.
+ *   - C goes to the launcher as is when it has D's layout on the rung's side;
+ *     otherwise it is first copied into D, and the launcher updates D in place.
+ */
+#include "operands.h"
+
+#include <stdlib.h>
+
+enum { kMaxTemps = 16 };
+
+static int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
+static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld) {
+    const int64_t rows = m->rows, cols = m->cols;
+    if ((cols <= 1 || m->cs == 1) && (rows <= 1 || m->rs >= max64(cols, 1))) {
+        *ld = rows <= 1 ? max64(cols, 1) : m->rs;
+        return FSG_ROW_MAJOR;
+    }
+    if ((rows <= 1 || m->rs == 1) && (cols <= 1 || m->cs >= max64(rows, 1))) {
+        *ld = cols <= 1 ? max64(rows, 1) : m->cs;
+        return FSG_COL_MAJOR;
+    }
+    *ld = 0;
+    return FSG_OTHER_LAYOUT;
+}
+
+/* First and one-past-last byte address a view touches. */
+static void byte_span(const fsg_matrix *m, uintptr_t *lo, uintptr_t *hi) {
+    const int64_t down = (m->rows - 1) * m->rs, across = (m->cols - 1) * m->cs;
+    const int64_t first = min64(0, down) + min64(0, across), last = max64(0, down) + max64(0, across);
+    *lo = (uintptr_t)m->ptr + (uintptr_t)(first * (int64_t)sizeof(float));
+    *hi = (uintptr_t)m->ptr + (uintptr_t)((last + 1) * (int64_t)sizeof(float));
+}
+
+bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y) {
+    if (x->rows == 0 || x->cols == 0 || y->rows == 0 || y->cols == 0 || x->side != y->side) return false;
+    uintptr_t xlo, xhi, ylo, yhi;
+    byte_span(x, &xlo, &xhi);
+    byte_span(y, &ylo, &yhi);
+    return xlo < yhi && ylo < xhi;
+}
+
+static bool same_view(const fsg_matrix *x, const fsg_matrix *y) {
+    if (x->ptr != y->ptr || x->rows != y->rows || x->cols != y->cols || x->side != y->side) return false;
+    int64_t ldx, ldy;
+    const fsg_layout lx = fsg_classify(x, &ldx), ly = fsg_classify(y, &ldy);
+    if (lx != FSG_OTHER_LAYOUT) return lx == ly && ldx == ldy;
+    return x->rs == y->rs && x->cs == y->cs;
+}
+
+/* ---- temporaries: every buffer a call allocates, freed in one place ---- */
+
+typedef struct scratch {
+    struct {
+        void *ptr;
+        fsg_side side;
+    } items[kMaxTemps];
+    int count;
+    cudaStream_t stream;
+    bool used_stream; /* CUDA work was enqueued on `stream` */
+} scratch;
+
+static cudaError_t scratch_alloc(scratch *s, fsg_side side, int64_t elements, float **out) {
+    if (s->count == kMaxTemps) return cudaErrorUnknown;  // more temporaries than any plan makes: a bug
+    const size_t bytes = sizeof(float) * (size_t)max64(elements, 1);
+    void *p = NULL;
+    if (side == FSG_HOST) {
+        p = malloc(bytes);
+        if (p == NULL) return cudaErrorMemoryAllocation;
+    } else {
+        // Stream-ordered: the memory is free for reuse only after the work
+        // queued before the matching cudaFreeAsync has run.
+        cudaError_t err = cudaMallocAsync(&p, bytes, s->stream);
+        if (err != cudaSuccess) return err;
+        s->used_stream = true;
+    }
+    s->items[s->count].ptr = p;
+    s->items[s->count].side = side;
+    s->count++;
+    *out = p;
+    return cudaSuccess;
+}
+
+/* Frees every temporary; returns `status`, or the first error met here if
+ * status was success. */
+static cudaError_t scratch_release(scratch *s, cudaError_t status) {
+    bool host_temps = false;
+    for (int i = 0; i < s->count; ++i) host_temps |= s->items[i].side == FSG_HOST;
+    if (host_temps && s->used_stream) {
+        // Copies still in flight may read or write host temporaries.
+        cudaError_t err = cudaStreamSynchronize(s->stream);
+        if (status == cudaSuccess) status = err;
+    }
+    for (int i = 0; i < s->count; ++i) {
+        if (s->items[i].side == FSG_HOST) {
+            free(s->items[i].ptr);
+        } else {
+            cudaError_t err = cudaFreeAsync(s->items[i].ptr, s->stream);
+            if (status == cudaSuccess) status = err;
+        }
+    }
+    s->count = 0;
+    return status;
+}
+
+/* A new dense rows x cols temporary on `side`, row- or column-major. */
+static cudaError_t make_dense(scratch *s, fsg_side side, int64_t rows, int64_t cols, fsg_layout layout,
+                              fsg_matrix *out) {
+    float *p;
+    cudaError_t err = scratch_alloc(s, side, rows * cols, &p);
+    if (err != cudaSuccess) return err;
+    const bool col = layout == FSG_COL_MAJOR;
+    *out = (fsg_matrix){
+        .ptr = p, .rows = rows, .cols = cols, .rs = col ? 1 : cols, .cs = col ? rows : 1, .side = side};
+    return cudaSuccess;
+}
+
+/* ---- copies ---- */
+
+static void copy_on_host(const fsg_matrix *dst, const fsg_matrix *src) {
+    for (int64_t i = 0; i < dst->rows; ++i)
+        for (int64_t j = 0; j < dst->cols; ++j) dst->ptr[i * dst->rs + j * dst->cs] = src->ptr[i * src->rs + j * src->cs];
+}
+
+/* dst = src, both on one side. */
+static cudaError_t copy_same_side(scratch *s, const fsg_matrix *dst, const fsg_matrix *src) {
+    if (dst->side == FSG_HOST) {
+        copy_on_host(dst, src);
+        return cudaSuccess;
+    }
+    s->used_stream = true;
+    return fsg_copy_matrix_cuda(dst->ptr, dst->rs, dst->cs, src->ptr, src->rs, src->cs, dst->rows, dst->cols,
+                                s->stream);
+}
+
+/* One cudaMemcpy2DAsync between two views of the same row- or column-major
+ * layout (each with its own leading dimension), across or within sides. */
+static cudaError_t copy_2d(scratch *s, const fsg_matrix *dst, int64_t dst_ld, const fsg_matrix *src,
+                           int64_t src_ld, fsg_layout layout) {
+    const bool row = layout == FSG_ROW_MAJOR;
+    const size_t width = sizeof(float) * (size_t)(row ? src->cols : src->rows);
+    const size_t height = (size_t)(row ? src->rows : src->cols);
+    s->used_stream = true;
+    return cudaMemcpy2DAsync(dst->ptr, sizeof(float) * (size_t)dst_ld, src->ptr, sizeof(float) * (size_t)src_ld,
+                             width, height, cudaMemcpyDefault, s->stream);
+}
+
+/* dst = src for views of one shape on any sides. Across sides the bytes move
+ * in a single 2-D copy; a layout the copy engine cannot take is repacked on
+ * one side first. */
+static cudaError_t move_matrix(scratch *s, const fsg_matrix *dst, const fsg_matrix *src) {
+    if (dst->rows == 0 || dst->cols == 0) return cudaSuccess;
+    if (dst->side == src->side) return copy_same_side(s, dst, src);
+
+    int64_t dst_ld, src_ld;
+    const fsg_layout dst_layout = fsg_classify(dst, &dst_ld), src_layout = fsg_classify(src, &src_ld);
+    if (dst_layout != FSG_OTHER_LAYOUT && dst_layout == src_layout)
+        return copy_2d(s, dst, dst_ld, src, src_ld, dst_layout);
+
+    cudaError_t err;
+    if (dst_layout != FSG_OTHER_LAYOUT) {
+        // Repack src where it is into dst's layout, then move it in one copy.
+        fsg_matrix packed;
+        int64_t packed_ld;
+        if ((err = make_dense(s, src->side, src->rows, src->cols, dst_layout, &packed))) return err;
+        if ((err = copy_same_side(s, &packed, src))) return err;
+        fsg_classify(&packed, &packed_ld);
+        return copy_2d(s, dst, dst_ld, &packed, packed_ld, dst_layout);
+    }
+    // dst has an odd layout: land src densely on dst's side, then scatter.
+    fsg_matrix landed, dense_src = *src;
+    int64_t landed_ld, dense_ld = src_ld;
+    fsg_layout moved_layout = src_layout;
+    if (src_layout == FSG_OTHER_LAYOUT) {
+        moved_layout = FSG_ROW_MAJOR;
+        if ((err = make_dense(s, src->side, src->rows, src->cols, moved_layout, &dense_src))) return err;
+        if ((err = copy_same_side(s, &dense_src, src))) return err;
+        fsg_classify(&dense_src, &dense_ld);
+    }
+    if ((err = make_dense(s, dst->side, src->rows, src->cols, moved_layout, &landed))) return err;
+    fsg_classify(&landed, &landed_ld);
+    if ((err = copy_2d(s, &landed, landed_ld, &dense_src, dense_ld, moved_layout))) return err;
+    if (dst->side == FSG_HOST && (err = cudaStreamSynchronize(s->stream))) return err;
+    return copy_same_side(s, dst, &landed);
+}
+
+cudaError_t fsg_copy(const fsg_matrix *dst, const fsg_matrix *src, cudaStream_t stream) {
+    scratch s = {.stream = stream};
+    cudaError_t err = move_matrix(&s, dst, src);
+    if (err == cudaSuccess && dst->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);
+    return scratch_release(&s, err);
+}
+
+/* ---- the GEMM plan ---- */
+
+/* An input operand as the launcher takes it: on the rung's side, row- or
+ * column-major. Copied once if it is not already so. */
+static cudaError_t stage_input(scratch *s, fsg_side work, const fsg_matrix *x, const float **ptr, int64_t *ld,
+                               bool *trans) {
+    if (x->rows == 0 || x->cols == 0) {
+        // k == 0: never read, but cuBLAS still checks the leading dimension.
+        *ptr = x->ptr;
+        *ld = max64(1, max64(x->rows, x->cols));
+        *trans = false;
+        return cudaSuccess;
+    }
+    fsg_layout layout = fsg_classify(x, ld);
+    if (x->side == work && layout != FSG_OTHER_LAYOUT) {
+        *ptr = x->ptr;
+        *trans = layout == FSG_COL_MAJOR;
+        return cudaSuccess;
+    }
+    if (layout == FSG_OTHER_LAYOUT) layout = FSG_ROW_MAJOR;
+    fsg_matrix dense;
+    cudaError_t err = make_dense(s, work, x->rows, x->cols, layout, &dense);
+    if (err == cudaSuccess) err = move_matrix(s, &dense, x);
+    *ptr = dense.ptr;
+    *trans = fsg_classify(&dense, ld) == FSG_COL_MAJOR;
+    return err;
+}
+
+/* Row-major D^T = B^T A^T stands for column-major D = A B. */
+static void transpose_problem(fsg_gemm *g) {
+    const fsg_gemm t = *g;
+    g->m = t.n;
+    g->n = t.m;
+    g->a = t.b;
+    g->lda = t.ldb;
+    g->a_trans = !t.b_trans;
+    g->b = t.a;
+    g->ldb = t.lda;
+    g->b_trans = !t.a_trans;
+}
+
+cudaError_t fsg_run_gemm(const fsg_rung *rung, const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *c,
+                         const fsg_matrix *out, float alpha, float beta, cudaStream_t stream) {
+    const int64_t m = out->rows, n = out->cols, k = a->cols;
+    if (m == 0 || n == 0) return cudaSuccess;
+    const fsg_side work = rung->device == FSG_DEVICE_CUDA ? FSG_DEVICE : FSG_HOST;
+    // A failure left over from an earlier call must not be reported as this one's.
+    if (work == FSG_DEVICE) cudaGetLastError();
+
+    scratch s = {.stream = stream};
+    fsg_gemm g = {.m = m, .n = n, .k = k, .alpha = alpha, .beta = beta};
+    cudaError_t err;
+    if ((err = stage_input(&s, work, a, &g.a, &g.lda, &g.a_trans))) goto exit;
+    if ((err = stage_input(&s, work, b, &g.b, &g.ldb, &g.b_trans))) goto exit;
+
+    int64_t out_ld;
+    const fsg_layout out_layout = fsg_classify(out, &out_ld);
+    const bool c_is_out = c != NULL && same_view(c, out);
+    const bool direct = out->side == work && out_layout != FSG_OTHER_LAYOUT && !fsg_overlap(out, a) &&
+                        !fsg_overlap(out, b) && (c == NULL || c_is_out || !fsg_overlap(out, c));
+    fsg_matrix d = *out;
+    if (!direct) {
+        const fsg_layout layout = out_layout == FSG_COL_MAJOR ? FSG_COL_MAJOR : FSG_ROW_MAJOR;
+        if ((err = make_dense(&s, work, m, n, layout, &d))) goto exit;
+    }
+    const fsg_layout d_layout = fsg_classify(&d, &g.ldd);
+    g.d = d.ptr;
+
+    if (beta != 0.0f) {
+        int64_t ldc;
+        if (c->side == work && fsg_classify(c, &ldc) == d_layout && (same_view(c, &d) || !fsg_overlap(c, &d))) {
+            g.c = c->ptr;
+            g.ldc = ldc;
+        } else {
+            if ((err = move_matrix(&s, &d, c))) goto exit;
+            g.c = d.ptr;
+            g.ldc = g.ldd;
+        }
+    }
+
+    if (d_layout == FSG_COL_MAJOR) transpose_problem(&g);
+    if (work == FSG_DEVICE) s.used_stream = true;
+    if ((err = rung->launch(&g, stream))) goto exit;
+    if (!direct && (err = move_matrix(&s, out, &d))) goto exit;
+    if (out->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);
+
+exit:
+    err = scratch_release(&s, err);
+    if (err != cudaSuccess && s.used_stream) cudaGetLastError();  // leave no non-sticky error behind
+    return err;
+}

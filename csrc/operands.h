@@ -1,0 +1,46 @@
+/*
+ * operands.h: turning the matrices users hand in (any strides, host or
+ * device) into the one form the launchers take (kernels/ladder.h), and the
+ * results back. Plain C, no Python: the extension validates arguments with
+ * the GIL held, then calls these with it released.
+ */
+#ifndef FASTSGEMM_OPERANDS_H
+#define FASTSGEMM_OPERANDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../kernels/ladder.h"
+
+typedef enum fsg_side { FSG_HOST = 0, FSG_DEVICE = 1 } fsg_side;
+
+/* A 2-D float32 view: element (i, j) is at ptr[i * rs + j * cs].
+ * Strides are in elements and may be zero or negative. */
+typedef struct fsg_matrix {
+    float *ptr;
+    int64_t rows, cols;
+    int64_t rs, cs;
+    fsg_side side;
+} fsg_matrix;
+
+typedef enum fsg_layout { FSG_ROW_MAJOR, FSG_COL_MAJOR, FSG_OTHER_LAYOUT } fsg_layout;
+
+/* Row-major or column-major with a positive leading dimension (set in *ld),
+ * or neither. */
+fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld);
+
+/* Whether the memory spans of two views intersect. */
+bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y);
+
+/* D = alpha * A * B + beta * C into `out`, with `rung`. C may be NULL only
+ * when beta == 0. Every matrix is on one side; a CUDA rung with host matrices
+ * stages them through the device on `stream` and synchronises before it
+ * returns. Shapes must already agree. Returns the first error. */
+cudaError_t fsg_run_gemm(const fsg_rung *rung, const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *c,
+                         const fsg_matrix *out, float alpha, float beta, cudaStream_t stream);
+
+/* dst = src for two views of one shape, on either side; synchronises before
+ * returning when the destination is on the host. */
+cudaError_t fsg_copy(const fsg_matrix *dst, const fsg_matrix *src, cudaStream_t stream);
+
+#endif /* FASTSGEMM_OPERANDS_H */

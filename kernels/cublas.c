@@ -1,0 +1,109 @@
+/*
+ * The yardstick, cublas: cuBLAS SGEMM in true FP32.
+ *
+ * cublasGemmEx with CUBLAS_COMPUTE_32F never uses TF32 tensor cores (that
+ * needs CUBLAS_COMPUTE_32F_FAST_TF32 or the TF32 math mode, neither of which
+ * is set here), so this is the FP32 baseline every rung is measured against.
+ * The 64-bit entry point takes dimensions and leading dimensions past 2^31.
+ *
+ * cuBLAS is column-major and D is row-major: a row-major m x n D is the
+ * column-major n x m matrix D^T = B^T A^T. A row-major operand read as
+ * column-major is already its transpose, so each operand's transpose flag
+ * maps to CUBLAS_OP_N when it is row-major and CUBLAS_OP_T when it is not.
+ *
+ * cuBLAS updates C in place; when the caller wants D != C, C is first copied
+ * into D on the same stream.
+ *
+ * Handles: one per host thread and device, created on first use and destroyed
+ * when the thread ends, so concurrent callers never share a handle.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include <cublas_v2.h>
+
+#include "ladder.h"
+
+typedef struct thread_handle {
+    cublasHandle_t handle;
+    int device;
+} thread_handle;
+
+static pthread_key_t handle_key;
+static pthread_once_t handle_key_once = PTHREAD_ONCE_INIT;
+
+static void destroy_thread_handle(void *p) {
+    thread_handle *th = p;
+    cublasDestroy(th->handle);  // at thread exit there is no one to tell of a failure
+    free(th);
+}
+
+static void make_handle_key(void) { pthread_key_create(&handle_key, destroy_thread_handle); }
+
+static cudaError_t cuda_error_of(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return cudaSuccess;
+    case CUBLAS_STATUS_ALLOC_FAILED: return cudaErrorMemoryAllocation;
+    case CUBLAS_STATUS_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUBLAS_STATUS_ARCH_MISMATCH: return cudaErrorNoKernelImageForDevice;
+    case CUBLAS_STATUS_NOT_SUPPORTED: return cudaErrorNotSupported;
+    default: {
+        // Execution and initialisation failures usually come from CUDA itself.
+        cudaError_t last = cudaGetLastError();
+        return last != cudaSuccess ? last : cudaErrorUnknown;
+    }
+    }
+}
+
+/* This thread's handle for the current device, made on first use. */
+static cudaError_t get_handle(cublasHandle_t *out) {
+    int device;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (pthread_once(&handle_key_once, make_handle_key) != 0) return cudaErrorUnknown;
+
+    thread_handle *th = pthread_getspecific(handle_key);
+    if (th != NULL && th->device == device) {
+        *out = th->handle;
+        return cudaSuccess;
+    }
+    if (th == NULL) {
+        th = calloc(1, sizeof *th);
+        if (th == NULL) return cudaErrorMemoryAllocation;
+    } else {
+        cublasDestroy(th->handle);  // made for another device
+        th->handle = NULL;
+    }
+    cublasStatus_t s = cublasCreate(&th->handle);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(th->handle, CUBLAS_DEFAULT_MATH);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        if (th->handle != NULL) cublasDestroy(th->handle);
+        free(th);
+        pthread_setspecific(handle_key, NULL);
+        return cuda_error_of(s);
+    }
+    th->device = device;
+    pthread_setspecific(handle_key, th);
+    *out = th->handle;
+    return cudaSuccess;
+}
+
+cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    cublasHandle_t handle;
+    cudaError_t err = get_handle(&handle);
+    if (err != cudaSuccess) return err;
+
+    if (g->c != NULL && g->c != g->d) {
+        err = fsg_copy_matrix_cuda(g->d, g->ldd, 1, g->c, g->ldc, 1, g->m, g->n, stream);
+        if (err != cudaSuccess) return err;
+    }
+    cublasStatus_t s = cublasSetStream(handle, stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
+
+    const float beta = g->c != NULL ? g->beta : 0.0f;
+    s = cublasGemmEx_64(handle, g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb, g->a, CUDA_R_32F, g->lda, &beta,
+                        g->d, CUDA_R_32F, g->ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
+    return cudaGetLastError();
+}

@@ -1,0 +1,93 @@
+/*
+ * ladder.h: the one interface every rung of the fastsgemm ladder implements,
+ * and the registry that lists the rungs.
+ *
+ * Included from C (the extension, the cpu rung) and from CUDA C++ (the GPU
+ * rungs), so it uses only C types and C linkage.
+ *
+ * The problem every launcher solves:
+ *
+ *     D = alpha * A * B + beta * C
+ *
+ * A is m x k, B is k x n, C and D are m x n. D is row-major with leading
+ * dimension ldd: D(i, j) = d[i * ldd + j]. C has the same layout as D with
+ * its own ldc, and is NULL exactly when beta == 0 (C is then never read, the
+ * BLAS convention). C may be the same memory as D (in-place, ldc == ldd).
+ *
+ * A and B are each row-major or column-major, told by a transpose flag:
+ *     a_trans == false: A(i, p) = a[i * lda + p]   (row-major, lda >= k)
+ *     a_trans == true:  A(i, p) = a[p * lda + i]   (column-major, lda >= m)
+ * and likewise for B with (p, j), ldb >= n or ldb >= k. Pointers and leading
+ * dimensions carry no alignment promise beyond 4 bytes.
+ *
+ * The caller guarantees m >= 1 and n >= 1; k may be 0 (D = beta * C). Any
+ * other layout (a column-major D, strided or negative-stride views) is turned
+ * into this form by the extension before a launcher is called.
+ */
+#ifndef FASTSGEMM_LADDER_H
+#define FASTSGEMM_LADDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fsg_gemm {
+    int64_t m, n, k;
+    float alpha, beta;
+    const float *a;
+    int64_t lda;
+    bool a_trans;
+    const float *b;
+    int64_t ldb;
+    bool b_trans;
+    const float *c; /* NULL when beta == 0 */
+    int64_t ldc;
+    float *d;
+    int64_t ldd;
+} fsg_gemm;
+
+/* Every rung has one launcher of this shape. It enqueues the work on `stream`
+ * (CUDA rungs) or runs it before returning (the cpu rung, which ignores the
+ * stream), checks its launch, and returns the first error it met. It never
+ * prints, never exits, and keeps no global state beyond per-thread handles. */
+typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
+
+/* Where a rung's operands must live. */
+typedef enum fsg_device { FSG_DEVICE_CPU = 0, FSG_DEVICE_CUDA = 1 } fsg_device;
+
+typedef struct fsg_rung {
+    int number;          /* position on the ladder; -1 for the cuBLAS yardstick */
+    const char *name;    /* what users pass as kernel= */
+    const char *idea;    /* one line: what this rung adds */
+    fsg_device device;
+    const char *source;  /* the file that holds it, relative to the repository */
+    fsg_launcher launch;
+    int64_t max_dim;     /* largest m, n, k (and leading dimension) it accepts */
+} fsg_rung;
+
+/* The registry: the only list of rungs (kernels/registry.c). */
+extern const fsg_rung fsg_rungs[];
+extern const int fsg_rung_count;
+
+/* The launchers, one per rung file. */
+cudaError_t fsg_cpu_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
+
+/* Copies a rows x cols matrix between two strided views on the GPU
+ * (strides in elements, any sign). Used to pack odd layouts, to seed D with C
+ * and to scatter a temporary result into its final view
+ * (kernels/strided_copy.cu). */
+cudaError_t fsg_copy_matrix_cuda(float *dst, int64_t dst_rs, int64_t dst_cs,
+                                 const float *src, int64_t src_rs, int64_t src_cs,
+                                 int64_t rows, int64_t cols, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_H */

@@ -1,0 +1,36 @@
+/*
+ * strided_copy.cu: not a rung. Copies a matrix between two strided views on
+ * the GPU, so layouts the kernels do not take directly (negative strides,
+ * both strides > 1, a C whose layout differs from D's) are turned into ones
+ * they do, each in one pass and without a host round trip.
+ */
+#include "common.cuh"
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per element, consecutive threads on consecutive columns so that
+// the common case (row-major on at least one side) is coalesced. A grid-stride
+// loop keeps any size within the grid limits.
+__global__ void copy_matrix_kernel(float *dst, int64_t dst_rs, int64_t dst_cs, const float *src,
+                                   int64_t src_rs, int64_t src_cs, int64_t rows, int64_t cols) {
+    const int64_t total = rows * cols;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {
+        const int64_t i = e / cols, j = e % cols;
+        dst[i * dst_rs + j * dst_cs] = src[i * src_rs + j * src_cs];
+    }
+}
+
+}  // namespace
+
+extern "C" cudaError_t fsg_copy_matrix_cuda(float *dst, int64_t dst_rs, int64_t dst_cs, const float *src,
+                                            int64_t src_rs, int64_t src_cs, int64_t rows, int64_t cols,
+                                            cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return cudaSuccess;
+    const int64_t blocks = fsg::ceil_div(rows * cols, kThreads);
+    const unsigned grid = (unsigned)(blocks < 65536 ? blocks : 65536);  // the loop covers the rest
+    copy_matrix_kernel<<<grid, kThreads, 0, stream>>>(dst, dst_rs, dst_cs, src, src_rs, src_cs, rows, cols);
+    return fsg::launch_status();
+}

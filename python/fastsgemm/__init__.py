@@ -1,0 +1,35 @@
+"""fastsgemm: a ladder of hand-written CUDA SGEMM kernels behind one call.
+
+    import numpy as np, fastsgemm
+    A = np.random.rand(1024, 512).astype(np.float32)
+    B = np.random.rand(512, 256).astype(np.float32)
+    C = fastsgemm.sgemm(A, B, kernel="naive")      # NumPy in, NumPy out
+
+fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names.
+"""
+from ._api import (
+    KERNELS,
+    CudaError,
+    KernelInfo,
+    cuda_available,
+    device_info,
+    kernels,
+    sgemm,
+    sgemm_raw,
+)
+from ._device_array import DeviceArray, to_device
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KERNELS",
+    "CudaError",
+    "DeviceArray",
+    "KernelInfo",
+    "cuda_available",
+    "device_info",
+    "kernels",
+    "sgemm",
+    "sgemm_raw",
+    "to_device",
+]

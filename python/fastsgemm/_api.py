@@ -1,0 +1,210 @@
+"""The public API: sgemm, sgemm_raw, kernels, cuda_available, device_info."""
+from __future__ import annotations
+
+import functools
+import numbers
+import threading
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _sgemm
+from ._device_array import DeviceArray
+from ._operands import CUDA, HOST, describe, empty_like_framework, is_device_array, to_operand, working_stream
+
+CudaError = _sgemm.CudaError
+
+
+class KernelInfo(NamedTuple):
+    """One rung of the ladder, as the registry (kernels/registry.c) describes it."""
+
+    name: str
+    rung: int | None  # position on the ladder; None for the cuBLAS yardstick
+    idea: str
+    device: str  # "cpu" or "cuda"
+    source: str  # the file that holds it
+    max_dim: int  # largest M and N it takes
+
+
+_REGISTRY = tuple(
+    KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"])
+    for r in _sgemm.rungs()
+)
+_INDEX = {info.name: i for i, info in enumerate(_REGISTRY)}
+
+KERNELS = tuple(info.name for info in _REGISTRY)
+"""The names of the rungs, in ladder order (the registry's order)."""
+
+
+def kernels() -> list[KernelInfo]:
+    """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N."""
+    return list(_REGISTRY)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_status() -> tuple[bool, str]:
+    try:
+        count = _sgemm.device_count()
+    except CudaError as error:
+        return False, str(error)
+    return (True, "") if count > 0 else (False, "no CUDA device found")
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device and driver are usable from this process."""
+    return _cuda_status()[0]
+
+
+# FP32 lanes per SM by compute capability (major, minor); the default covers later chips.
+_FP32_LANES = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
+
+
+def device_info(device: int | None = None) -> dict:
+    """The GPU's name, SM count, compute capability, clocks and FP32 peak in GFLOP/s (at the maximum SM clock).
+
+    Raises CudaError when there is no usable device."""
+    if not cuda_available():
+        raise CudaError(f"no usable CUDA device: {_cuda_status()[1]}")
+    info = _sgemm.device_info(_sgemm.current_device() if device is None else int(device))
+    lanes = _FP32_LANES.get(tuple(info["compute_capability"]), 128)
+    info["fp32_lanes_per_sm"] = lanes
+    info["fp32_peak_gflops"] = info["sm_count"] * lanes * 2 * info["sm_clock_mhz"] / 1000.0
+    return info
+
+
+_auto_warned = threading.Event()
+
+
+def _resolve_kernel(kernel, on_device: bool) -> int:
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a string naming a rung, got {describe(kernel)}")
+    if kernel == "auto":
+        if cuda_available():
+            return _INDEX["cublas"]
+        if on_device:
+            raise CudaError(f"device arrays given but no usable CUDA device: {_cuda_status()[1]}")
+        if not _auto_warned.is_set():
+            _auto_warned.set()
+            warnings.warn(
+                f"fastsgemm: no usable CUDA device ({_cuda_status()[1]}); kernel='auto' runs the 'cpu' rung",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return _INDEX["cpu"]
+    if kernel not in _INDEX:
+        raise ValueError(f"unknown kernel {kernel!r}; valid kernels: {', '.join(('auto',) + KERNELS)}")
+    index = _INDEX[kernel]
+    if _REGISTRY[index].device == "cuda" and not cuda_available():
+        raise CudaError(f"kernel {kernel!r} needs a CUDA device and none is usable: {_cuda_status()[1]}")
+    return index
+
+
+def _real(name, value) -> float:
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {describe(value)}")
+    return float(value)
+
+
+def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
+    """alpha * A @ B + beta * C in float32, with one rung of the ladder.
+
+    A (M x K) and B (K x N) are float32 matrices, all on the host (NumPy or any buffer) or all on a CUDA
+    device (CuPy, PyTorch, anything with __cuda_array_interface__ or __dlpack__). Any strides work:
+    row- and column-major layouts reach the kernel without a copy, other layouts are copied once.
+
+    C (M x N) is read only when beta != 0 and is never modified unless it is also `out`; out=C gives BLAS's
+    in-place update. `out` (M x N float32, on the inputs' side) receives the result and is returned.
+    Otherwise a new matrix is returned: NumPy for host inputs, the inputs' framework for torch and CuPy,
+    a fastsgemm.DeviceArray for other device inputs. Device work is queued on the caller's current stream
+    and is not waited for; host inputs are waited for.
+
+    kernel names a rung (see fastsgemm.KERNELS) or "auto", the fastest available one.
+    """
+    alpha = _real("alpha", alpha)
+    beta = _real("beta", beta)
+    if C is None and beta != 0.0:
+        raise ValueError(f"beta={beta} needs a C matrix; pass C or leave beta at 0")
+    on_device = is_device_array(A)
+    rung = _resolve_kernel(kernel, on_device)
+
+    a = to_operand("A", A)
+    stream = working_stream(a) if a.side == CUDA else None
+    b = to_operand("B", B, consumer_stream=stream)
+    c = to_operand("C", C, consumer_stream=stream) if C is not None else None
+    o = to_operand("out", out, writable=True, consumer_stream=stream) if out is not None else None
+    operands = [op for op in (a, b, c, o) if op is not None]
+
+    for op in operands[1:]:
+        if op.side != a.side:
+            raise ValueError(
+                f"A is a {a.side} array ({describe(A)}) but {op.name} is a {op.side} array "
+                f"({describe(op.source)}); put all operands on the same side"
+            )
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"shapes {a.shape} (A) and {b.shape} (B) not aligned: {k} (dim 1) != {k2} (dim 0)")
+    for op in (c, o):
+        if op is not None and op.shape != (m, n):
+            raise ValueError(f"{op.name} must have shape {(m, n)} for A {a.shape} @ B {b.shape}, got {op.shape}")
+    if o is not None and o.side == CUDA and m > 1 and n > 1 and 0 in o.core[3:]:
+        raise ValueError("out has a zero stride: its elements overlap")
+    if o is not None and o.side == HOST and m > 1 and n > 1 and 0 in o.core.strides:
+        raise ValueError("out has a zero stride: its elements overlap")
+
+    if o is None:
+        result = empty_like_framework(a, (m, n))
+        o = to_operand("out", result, writable=True, consumer_stream=stream)
+    else:
+        result = out
+
+    if stream is not None:
+        for op in operands:
+            if op.producer_stream is not None:
+                _sgemm.stream_wait(stream, op.producer_stream)
+    _sgemm.gemm(rung, a.core, b.core, c.core if c is not None else None, o.core, alpha, beta, stream)
+
+    if isinstance(result, DeviceArray):
+        result._stream = stream
+    if any(op.keep_alive for op in operands):
+        # DLPack producers may free their memory once their deleter runs: finish the work first.
+        _sgemm.synchronize(stream)
+    return result
+
+
+def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kernel="auto", stream=0,
+              trans_a=False, trans_b=False):
+    """C = alpha * op(A) @ op(B) + beta * C on raw device pointers, row-major, queued on `stream`.
+
+    A is M x K (K x M stored, read transposed, when trans_a), B is K x N (likewise trans_b), C is M x N in
+    place; leading dimensions are in elements. `stream` is a cudaStream_t as an integer (0: the legacy
+    default stream). C is not read when beta == 0. Returns without waiting for the GPU.
+    """
+    dims = {"M": M, "N": N, "K": K, "lda": lda, "ldb": ldb, "ldc": ldc}
+    for name, value in dims.items():
+        if not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    a_cols, b_cols = (M if trans_a else K), (K if trans_b else N)
+    for name, ld, cols in (("lda", lda, a_cols), ("ldb", ldb, b_cols), ("ldc", ldc, N)):
+        if ld < max(1, cols):
+            raise ValueError(f"{name}={ld} is smaller than the {cols} elements of a stored row")
+    alpha, beta = _real("alpha", alpha), _real("beta", beta)
+    rung = _resolve_kernel(kernel, on_device=True)
+    if _REGISTRY[rung].device != "cuda":
+        raise ValueError(f"sgemm_raw takes device pointers; kernel {kernel!r} runs on the host")
+    a = (int(A_ptr), M, K, 1, lda) if trans_a else (int(A_ptr), M, K, lda, 1)
+    b = (int(B_ptr), K, N, 1, ldb) if trans_b else (int(B_ptr), K, N, ldb, 1)
+    c = (int(C_ptr), M, N, ldc, 1)
+    _sgemm.gemm(rung, a, b, c if beta != 0.0 else None, c, alpha, beta, int(stream))
+
+
+__all__ = [
+    "CudaError",
+    "KERNELS",
+    "KernelInfo",
+    "cuda_available",
+    "device_info",
+    "kernels",
+    "sgemm",
+    "sgemm_raw",
+]

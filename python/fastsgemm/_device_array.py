@@ -1,0 +1,128 @@
+"""DeviceArray: the small device matrix fastsgemm returns when the inputs came
+from a framework it cannot allocate in (DLPack-only producers, Numba, raw
+interface objects), and the simplest way to put a NumPy matrix on the GPU
+without CuPy or PyTorch.
+
+It exposes both interchange protocols, so CuPy, PyTorch, Numba and JAX take it
+without a copy (``cupy.asarray(d)``, ``torch.from_dlpack(d)``), and
+``.numpy()`` copies it back to the host.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _sgemm
+
+_DL_CUDA = 2
+
+
+class DeviceArray:
+    """A row-major float32 matrix in CUDA device memory, owned by this object."""
+
+    __slots__ = ("_buffer", "_shape", "_stream", "__weakref__")
+
+    def __init__(self, buffer, shape, stream=None):
+        self._buffer = buffer
+        self._shape = (int(shape[0]), int(shape[1]))
+        self._stream = stream  # the stream of the last write, for consumers to wait on
+
+    @classmethod
+    def empty(cls, shape, *, device=None):
+        """An uninitialised rows x cols float32 matrix on `device` (default: the current device)."""
+        rows, cols = (int(n) for n in shape)
+        if rows < 0 or cols < 0:
+            raise ValueError(f"negative dimension in shape {tuple(shape)}")
+        device = _sgemm.current_device() if device is None else int(device)
+        return cls(_sgemm.DeviceBuffer(rows * cols * 4, device), (rows, cols))
+
+    @classmethod
+    def from_numpy(cls, array, *, device=None):
+        """A device copy of a 2-D float32 host array."""
+        array = np.asarray(array)
+        if array.dtype != np.float32:
+            raise TypeError(f"expected float32 data, got {array.dtype}: pass array.astype(np.float32)")
+        if array.ndim != 2:
+            raise ValueError(f"expected a 2-D matrix, got shape {array.shape}")
+        result = cls.empty(array.shape, device=device)
+        _sgemm.copy(result._core(), np.require(array, requirements="A"), None)
+        return result
+
+    # -- what it is --
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        return np.dtype(np.float32)
+
+    @property
+    def ndim(self):
+        return 2
+
+    @property
+    def size(self):
+        return self._shape[0] * self._shape[1]
+
+    @property
+    def device(self):
+        """CUDA device ordinal."""
+        return self._buffer.device
+
+    @property
+    def ptr(self):
+        return self._buffer.ptr
+
+    def __repr__(self):
+        return f"fastsgemm.DeviceArray(shape={self._shape}, dtype=float32, device=cuda:{self.device})"
+
+    def _core(self):
+        rows, cols = self._shape
+        return (self.ptr, rows, cols, cols, 1)
+
+    # -- to the host --
+    def numpy(self):
+        """A host copy, after the last write to this matrix has finished."""
+        out = np.empty(self._shape, dtype=np.float32)
+        _sgemm.copy(out, self._core(), self._stream)
+        return out
+
+    # -- interchange --
+    @property
+    def __cuda_array_interface__(self):
+        # 0 is the legacy default stream to the runtime but is disallowed in the interface, which spells it 1.
+        stream = None if self._stream is None else (self._stream or 1)
+        return {
+            "shape": self._shape,
+            "typestr": "<f4",
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": stream,
+        }
+
+    def __dlpack_device__(self):
+        return (_DL_CUDA, self.device)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, cannot export to {dl_device}")
+        if copy:
+            source, self_or_copy = self, DeviceArray.empty(self._shape, device=self.device)
+            _sgemm.copy(self_or_copy._core(), source._core(), self._stream)
+            self_or_copy._stream = self._stream
+        else:
+            self_or_copy = self
+        if stream is not None and stream != -1 and self._stream is not None:
+            # The consumer will read on `stream`: make it wait for our last write.
+            _sgemm.stream_wait(stream, self._stream)
+        versioned = max_version is not None and max_version[0] >= 1
+        rows, cols = self._shape
+        return _sgemm.dlpack_export(
+            self_or_copy, self_or_copy.ptr, rows, cols, cols, 1, _DL_CUDA, self.device, versioned
+        )
+
+
+def to_device(array, *, device=None) -> DeviceArray:
+    """Copies a 2-D float32 host array to the GPU as a DeviceArray."""
+    return DeviceArray.from_numpy(array, device=device)
