@@ -1,0 +1,170 @@
+"""The API contract apart from arithmetic: the registry, bad input, the
+no-GPU behaviour, the GIL. Runs everywhere; GPU-only parts are marked."""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import fastsgemm
+from conftest import random_matrix, rung_params
+
+# ---- the registry ----
+
+
+def test_registry_is_the_ladder():
+    infos = fastsgemm.kernels()
+    assert [k.name for k in infos] == list(fastsgemm.KERNELS)
+    assert len(set(fastsgemm.KERNELS)) == len(fastsgemm.KERNELS)
+    numbers = [k.rung for k in infos if k.rung is not None]
+    assert numbers == sorted(numbers) and numbers[0] == 0, "ladder rungs are listed in order from 0"
+    assert {"cpu", "naive", "cublas"} <= set(fastsgemm.KERNELS)
+    for k in infos:
+        assert k.device in ("cpu", "cuda") and k.idea and k.max_dim > 0
+    assert {k.name: k.device for k in infos}["cpu"] == "cpu"
+    assert "auto" not in fastsgemm.KERNELS
+
+
+def test_registry_sources_exist():
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for k in fastsgemm.kernels():
+        assert (root / k.source).is_file(), f"{k.name}: {k.source} is missing"
+
+
+# ---- bad input: clear exceptions, never a crash or a silent cast ----
+
+A = np.ones((4, 3), np.float32)
+B = np.ones((3, 5), np.float32)
+
+
+class FakeDeviceArray:
+    """Claims to be device memory; fastsgemm must reject mixing it with host arrays before touching it."""
+
+    __cuda_array_interface__ = {"shape": (3, 5), "typestr": "<f4", "data": (4096, False), "version": 3}
+
+
+@pytest.mark.parametrize(
+    "call,error,words",
+    [
+        (lambda: fastsgemm.sgemm(A.astype(np.float64), B, kernel="cpu"), TypeError, ["float64", "astype"]),
+        (lambda: fastsgemm.sgemm(A, B.astype(np.int32), kernel="cpu"), TypeError, ["B", "int32"]),
+        (lambda: fastsgemm.sgemm(A, B.astype(">f4"), kernel="cpu"), TypeError, ["B"]),
+        (lambda: fastsgemm.sgemm([[1.0]], B, kernel="cpu"), TypeError, ["list"]),
+        (lambda: fastsgemm.sgemm(A, "B", kernel="cpu"), TypeError, ["str"]),
+        (lambda: fastsgemm.sgemm(A, None, kernel="cpu"), TypeError, ["NoneType"]),
+        (lambda: fastsgemm.sgemm(A[0], B, kernel="cpu"), ValueError, ["2-D", "1-D"]),
+        (lambda: fastsgemm.sgemm(A[None], B, kernel="cpu"), ValueError, ["3-D"]),
+        (lambda: fastsgemm.sgemm(A, A, kernel="cpu"), ValueError, ["(4, 3)", "not aligned"]),
+        (lambda: fastsgemm.sgemm(A, B, kernel="fastest"), ValueError, ["fastest", "cpu", "naive", "cublas", "auto"]),
+        (lambda: fastsgemm.sgemm(A, B, kernel=3), TypeError, ["kernel"]),
+        (lambda: fastsgemm.sgemm(A, B, beta=1.0, kernel="cpu"), ValueError, ["beta", "C"]),
+        (lambda: fastsgemm.sgemm(A, B, np.ones((4, 4), np.float32), beta=1, kernel="cpu"), ValueError, ["C", "(4, 5)"]),
+        (lambda: fastsgemm.sgemm(A, B, out=np.ones((5, 4), np.float32), kernel="cpu"), ValueError, ["out", "(4, 5)"]),
+        (lambda: fastsgemm.sgemm(A, B, out=np.ones((4, 5)), kernel="cpu"), TypeError, ["out", "float64"]),
+        (lambda: fastsgemm.sgemm(A, B, out=np.broadcast_to(np.float32(0), (4, 5)), kernel="cpu"), ValueError, ["read-only"]),
+        (lambda: fastsgemm.sgemm(A, B, alpha="2", kernel="cpu"), TypeError, ["alpha"]),
+        (lambda: fastsgemm.sgemm(A, B, beta=1j, kernel="cpu"), TypeError, ["beta"]),
+        (lambda: fastsgemm.sgemm(A, FakeDeviceArray(), kernel="cpu"), ValueError, ["host", "cuda", "same side"]),
+    ],
+)
+def test_bad_input(call, error, words):
+    with pytest.raises(error) as raised:
+        call()
+    for word in words:
+        assert word in str(raised.value), f"{word!r} not in message: {raised.value}"
+
+
+def test_cuda_error_is_a_runtime_error():
+    assert issubclass(fastsgemm.CudaError, RuntimeError)
+
+
+# ---- without a GPU ----
+
+no_gpu = pytest.mark.skipif(fastsgemm.cuda_available(), reason="checks the behaviour on machines without a GPU")
+
+
+@no_gpu
+def test_without_gpu_auto_falls_back_to_cpu_with_one_warning(rng):
+    fastsgemm._api._auto_warned.clear()
+    X, Y = random_matrix(rng, 8, 6), random_matrix(rng, 6, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = fastsgemm.sgemm(X, Y)
+        second = fastsgemm.sgemm(X, Y)
+    assert len([w for w in caught if "cpu" in str(w.message)]) == 1
+    np.testing.assert_array_equal(first, fastsgemm.sgemm(X, Y, kernel="cpu"))
+    np.testing.assert_array_equal(first, second)
+
+
+@no_gpu
+@pytest.mark.parametrize("kernel", [k.name for k in fastsgemm.kernels() if k.device == "cuda"])
+def test_without_gpu_cuda_rungs_raise_cuda_error(kernel):
+    with pytest.raises(fastsgemm.CudaError, match=kernel):
+        fastsgemm.sgemm(A, B, kernel=kernel)
+
+
+@no_gpu
+def test_without_gpu_device_info_raises():
+    assert fastsgemm.cuda_available() is False
+    with pytest.raises(fastsgemm.CudaError):
+        fastsgemm.device_info()
+
+
+# ---- with a GPU ----
+
+
+@pytest.mark.gpu
+def test_device_info():
+    info = fastsgemm.device_info()
+    assert info["sm_count"] > 0 and info["sm_clock_mhz"] > 0 and len(info["compute_capability"]) == 2
+    expected = info["sm_count"] * info["fp32_lanes_per_sm"] * 2 * info["sm_clock_mhz"] / 1000
+    assert info["fp32_peak_gflops"] == pytest.approx(expected)
+    assert isinstance(info["name"], str) and info["name"]
+
+
+@pytest.mark.gpu
+def test_auto_uses_a_gpu_rung_without_warning(rng):
+    X, Y = random_matrix(rng, 8, 6), random_matrix(rng, 6, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(fastsgemm.sgemm(X, Y), X.astype(np.float64) @ Y, rtol=1e-5, atol=1e-5)
+
+
+# ---- the GIL ----
+
+
+@pytest.mark.parametrize("kernel", rung_params())
+def test_gil_released_while_working(kernel, rng):
+    """Python code in another thread finishes a fixed amount of work while one long sgemm is running."""
+    X, Y = random_matrix(rng, 768, 768), random_matrix(rng, 768, 768)
+    fastsgemm.sgemm(X, Y, kernel=kernel)  # warm-up: handles, module load
+    big = (random_matrix(rng, 1536, 1536), random_matrix(rng, 1536, 1536)) if kernel == "cpu" else None
+    if big is None:  # GPU rungs: many host-array calls, each mostly copies and waiting with the GIL released
+        big = (random_matrix(rng, 4096, 4096), random_matrix(rng, 4096, 4096))
+    running = threading.Event()
+    finished_while_running = []
+
+    def work():
+        running.set()
+        for _ in range(1 if kernel == "cpu" else 3):
+            fastsgemm.sgemm(*big, kernel=kernel)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    running.wait()
+    total = 0
+    for i in range(20000):
+        total += i * i
+    finished_while_running.append(worker.is_alive())
+    worker.join()
+    assert finished_while_running == [True], "the other thread could not run Python while sgemm worked"
+
+
+def test_readme_lists_every_kernel():
+    import pathlib
+
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for k in fastsgemm.kernels():
+        assert f"| `{k.name}` |" in readme, f"README's kernel table lacks {k.name}"

@@ -1,0 +1,276 @@
+"""Device arrays: CuPy, PyTorch, fastsgemm.DeviceArray and a DLPack-only
+producer in and the same framework out, any strides, the caller's stream, the
+raw-pointer entry, and the DLPack consumer/producer rules."""
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import fastsgemm
+from fastsgemm import _sgemm
+from conftest import LAYOUTS, assert_close, in_layout, random_matrix, reference, rung_params
+
+CUDA_RUNGS = rung_params("cuda")
+
+
+class DLPackOnly:
+    """A producer that speaks only DLPack (as JAX does), wrapping a torch tensor."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def side(framework):
+    """(to_device, to_host, result type) for a framework, skipping if it is not installed."""
+    if framework == "cupy":
+        cupy = pytest.importorskip("cupy")
+        return cupy.asarray, cupy.asnumpy, cupy.ndarray
+    torch = pytest.importorskip("torch")
+    to_torch = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    if framework == "torch":
+        return to_torch, lambda t: t.cpu().numpy(), torch.Tensor
+    if framework == "dlpack":
+        return (lambda a: DLPackOnly(to_torch(a))), lambda t: t.tensor.cpu().numpy(), fastsgemm.DeviceArray
+    if framework == "fastsgemm":
+        return fastsgemm.to_device, lambda d: d.numpy(), fastsgemm.DeviceArray
+    raise AssertionError(framework)
+
+
+def host_of(x):
+    if isinstance(x, fastsgemm.DeviceArray):
+        return x.numpy()
+    if isinstance(x, DLPackOnly):
+        return x.tensor.cpu().numpy()
+    if type(x).__module__.startswith("torch"):
+        return x.cpu().numpy()
+    import cupy
+
+    return cupy.asnumpy(x)
+
+
+FRAMEWORKS = ["cupy", "torch", "fastsgemm", "dlpack"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (67, 45, 129), (300, 257, 31), (8, 5, 0), (0, 4, 3)])
+def test_framework_in_framework_out(kernel, framework, m, n, k, rng):
+    to_device, _, result_type = side(framework)
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    result = fastsgemm.sgemm(to_device(A), to_device(B), kernel=kernel)
+    assert isinstance(result, result_type)
+    assert tuple(result.shape) == (m, n)
+    assert_close(host_of(result), reference(A, B), what=f"{kernel} {framework}")
+    result = fastsgemm.sgemm(to_device(A), to_device(B), to_device(C), alpha=0.5, beta=2.0, kernel=kernel)
+    assert_close(host_of(result), reference(A, B, C, 0.5, 2.0), what=f"{kernel} {framework} with C")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+@pytest.mark.parametrize("framework", ["cupy", "torch"])
+@pytest.mark.parametrize("layout_a", LAYOUTS)
+@pytest.mark.parametrize("layout_b", LAYOUTS)
+def test_device_input_layouts(kernel, framework, layout_a, layout_b, rng):
+    if framework == "torch" and "negative" in (layout_a, layout_b):
+        pytest.skip("torch has no negative strides")
+    to_device, to_host, _ = side(framework)
+    m, n, k = 29, 35, 23
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    base_a, view_a = in_layout(A, layout_a, to_device)
+    base_b, view_b = in_layout(B, layout_b, to_device)
+    saved_a, saved_b = to_host(base_a), to_host(base_b)
+    result = fastsgemm.sgemm(view_a, view_b, kernel=kernel)
+    assert_close(host_of(result), reference(A, B), what=f"{kernel} {framework} A {layout_a} B {layout_b}")
+    np.testing.assert_array_equal(to_host(base_a), saved_a)
+    np.testing.assert_array_equal(to_host(base_b), saved_b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+@pytest.mark.parametrize("framework", ["cupy", "torch"])
+@pytest.mark.parametrize("layout_out", LAYOUTS)
+@pytest.mark.parametrize("layout_c", ["row", "col", "strided"])
+def test_device_out_and_c_layouts(kernel, framework, layout_out, layout_c, rng):
+    if framework == "torch" and layout_out == "negative":
+        pytest.skip("torch has no negative strides")
+    to_device, to_host, _ = side(framework)
+    m, n, k = 26, 21, 19
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    base_c, view_c = in_layout(C, layout_c, to_device)
+    saved_c = to_host(base_c)
+    base_out, view_out = in_layout(np.full((m, n), np.nan, np.float32), layout_out, to_device)
+    result = fastsgemm.sgemm(to_device(A), to_device(B), view_c, alpha=1.5, beta=-0.5, out=view_out, kernel=kernel)
+    assert result is view_out
+    assert_close(host_of(view_out), reference(A, B, C, 1.5, -0.5), what=f"{kernel} {framework} out {layout_out}")
+    np.testing.assert_array_equal(to_host(base_c), saved_c)
+    assert (~np.isnan(to_host(base_out))).sum() == m * n, "wrote outside the out view"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+@pytest.mark.parametrize("framework", ["cupy", "torch", "fastsgemm"])
+def test_device_in_place_c(kernel, framework, rng):
+    to_device, to_host, _ = side(framework)
+    A, B, C = random_matrix(rng, 40, 30), random_matrix(rng, 30, 20), random_matrix(rng, 40, 20)
+    c = to_device(C)
+    assert fastsgemm.sgemm(to_device(A), to_device(B), c, alpha=2, beta=3, out=c, kernel=kernel) is c
+    assert_close(host_of(c), reference(A, B, C, 2, 3), what=f"{kernel} {framework} out=C")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+def test_torch_current_stream(kernel, rng):
+    torch = pytest.importorskip("torch")
+    A, B = random_matrix(rng, 512, 384), random_matrix(rng, 384, 256)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        a, b = torch.from_numpy(A).cuda(non_blocking=True), torch.from_numpy(B).cuda(non_blocking=True)
+        result = fastsgemm.sgemm(a, b, kernel=kernel)
+        doubled = result * 2  # queued after sgemm on the same stream
+    stream.synchronize()
+    assert_close(doubled.cpu().numpy(), 2 * reference(A, B), what=f"{kernel} torch side stream")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+def test_cupy_current_stream(kernel, rng):
+    cupy = pytest.importorskip("cupy")
+    A, B = random_matrix(rng, 300, 200), random_matrix(rng, 200, 100)
+    with cupy.cuda.Stream(non_blocking=True) as stream:
+        a, b = cupy.asarray(A), cupy.asarray(B)
+        result = fastsgemm.sgemm(a, b, kernel=kernel) + 0
+    stream.synchronize()
+    assert_close(cupy.asnumpy(result), reference(A, B), what=f"{kernel} cupy side stream")
+
+
+@pytest.mark.gpu
+def test_device_errors(rng):
+    torch = pytest.importorskip("torch")
+    a = torch.ones((4, 3), device="cuda")
+    b = torch.ones((3, 5), device="cuda")
+    with pytest.raises(TypeError, match=r"float64.*\.float\(\)"):
+        fastsgemm.sgemm(a.double(), b)
+    with pytest.raises(ValueError, match="host"):
+        fastsgemm.sgemm(a, np.ones((3, 5), np.float32))
+    with pytest.raises(ValueError, match="host arrays"):
+        fastsgemm.sgemm(a, b, kernel="cpu")
+    with pytest.raises(ValueError, match="not aligned"):
+        fastsgemm.sgemm(a, a)
+    with pytest.raises(ValueError, match="2-D"):
+        fastsgemm.sgemm(a[0], b)
+
+
+@pytest.mark.gpu
+def test_out_of_memory_then_recovery(rng):
+    """Asking for more than the device holds gives MemoryError, and the next call works."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(MemoryError):
+        fastsgemm.DeviceArray.empty((200_000, 200_000))
+    column = DLPackOnly(torch.ones((200_000, 1), device="cuda"))
+    row = DLPackOnly(torch.ones((1, 200_000), device="cuda"))
+    with pytest.raises(MemoryError):
+        fastsgemm.sgemm(column, row, kernel="naive")  # a 160 GB DeviceArray result
+    A, B = random_matrix(rng, 30, 20), random_matrix(rng, 20, 10)
+    for kernel in ("naive", "cublas"):
+        assert_close(fastsgemm.sgemm(A, B, kernel=kernel), reference(A, B), what=f"{kernel} after OOM")
+
+
+# ---- the raw-pointer entry ----
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_sgemm_raw(kernel, trans_a, trans_b, rng):
+    cupy = pytest.importorskip("cupy")
+    m, n, k, pad = 37, 23, 41, 3
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    stored_a = A.T if trans_a else A
+    stored_b = B.T if trans_b else B
+    # Padded storage: leading dimension = stored columns + pad.
+    a = cupy.zeros((stored_a.shape[0], stored_a.shape[1] + pad), cupy.float32)
+    a[:, : stored_a.shape[1]] = cupy.asarray(stored_a)
+    b = cupy.zeros((stored_b.shape[0], stored_b.shape[1] + pad), cupy.float32)
+    b[:, : stored_b.shape[1]] = cupy.asarray(stored_b)
+    c = cupy.asarray(C)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    fastsgemm.sgemm_raw(m, n, k, 0.5, a.data.ptr, a.shape[1], b.data.ptr, b.shape[1], 2.0, c.data.ptr, n,
+                        kernel=kernel, stream=stream.ptr, trans_a=trans_a, trans_b=trans_b)
+    stream.synchronize()
+    assert_close(cupy.asnumpy(c), reference(A, B, C, 0.5, 2.0), what=f"{kernel} raw ta={trans_a} tb={trans_b}")
+
+
+@pytest.mark.gpu
+def test_sgemm_raw_rejects_bad_arguments():
+    cupy = pytest.importorskip("cupy")
+    a = cupy.ones((4, 4), cupy.float32)
+    host = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match="lda"):
+        fastsgemm.sgemm_raw(4, 4, 4, 1.0, a.data.ptr, 2, a.data.ptr, 4, 0.0, a.data.ptr, 4)
+    with pytest.raises(ValueError, match="not CUDA device"):
+        fastsgemm.sgemm_raw(4, 4, 4, 1.0, host.ctypes.data, 4, a.data.ptr, 4, 0.0, a.data.ptr, 4, kernel="naive")
+    with pytest.raises(ValueError, match="host"):
+        fastsgemm.sgemm_raw(4, 4, 4, 1.0, a.data.ptr, 4, a.data.ptr, 4, 0.0, a.data.ptr, 4, kernel="cpu")
+
+
+# ---- DeviceArray and DLPack ----
+
+
+@pytest.mark.gpu
+def test_device_array_interchange(rng):
+    X = random_matrix(rng, 17, 9)
+    d = fastsgemm.to_device(X)
+    assert d.shape == (17, 9) and d.dtype == np.float32
+    np.testing.assert_array_equal(d.numpy(), X)
+    cupy = pytest.importorskip("cupy")
+    as_cupy = cupy.asarray(d)  # __cuda_array_interface__: no copy
+    assert as_cupy.data.ptr == d.ptr
+    torch = pytest.importorskip("torch")
+    as_torch = torch.from_dlpack(d)  # DLPack: no copy
+    assert as_torch.data_ptr() == d.ptr
+    del d, as_cupy
+    gc.collect()
+    np.testing.assert_array_equal(as_torch.cpu().numpy(), X)  # the capsule kept the memory alive
+
+
+def test_dlpack_capsule_rules():
+    """Producer and consumer rules of DLPack, checked on the capsules themselves (no GPU needed):
+    a capsule is consumed once, renamed 'used_...', and its deleter runs exactly once."""
+
+    class Owner:
+        pass
+
+    for versioned in (False, True):
+        owner = Owner()
+        before = sys.getrefcount(owner)
+        capsule = _sgemm.dlpack_export(owner, 4096, 3, 5, 5, 1, 2, 0, versioned)
+        assert sys.getrefcount(owner) == before + 1
+        holder, ptr, shape, strides, device_type, device_id, dtype, readonly = _sgemm.dlpack_import(capsule)
+        assert (ptr, shape, strides, device_type, device_id, dtype, readonly) == (
+            4096, (3, 5), (5, 1), 2, 0, (2, 32, 1), False)
+        with pytest.raises(ValueError, match="unconsumed"):
+            _sgemm.dlpack_import(capsule)  # renamed: cannot be consumed twice
+        del capsule
+        assert sys.getrefcount(owner) == before + 1  # the holder still owns the tensor
+        del holder
+        assert sys.getrefcount(owner) == before  # deleter ran, once
+        unused = _sgemm.dlpack_export(owner, 4096, 3, 5, 5, 1, 2, 0, versioned)
+        del unused  # never consumed: its own destructor calls the deleter
+        assert sys.getrefcount(owner) == before
+
+
+def test_dlpack_cpu_tensor_is_a_host_input(rng):
+    torch = pytest.importorskip("torch")
+    A, B = random_matrix(rng, 5, 4), random_matrix(rng, 4, 3)
+    result = fastsgemm.sgemm(torch.from_numpy(A), torch.from_numpy(B), kernel="cpu")
+    assert isinstance(result, np.ndarray)
+    assert_close(result, reference(A, B), what="torch CPU tensors")
