@@ -30,16 +30,50 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Wno-dep
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
 
 
+def _library_dir(home):
+    return home / "lib64" if (home / "lib64").exists() else home / "lib"
+
+
+def _is_toolkit(home):
+    """A directory with nvcc, the runtime's headers and cuBLAS: all that the build needs."""
+    return (
+        home is not None
+        and (home / "bin" / "nvcc").exists()
+        and (home / "include" / "cuda_runtime_api.h").exists()
+        and (_library_dir(home) / "libcublas.so").exists()
+    )
+
+
+def _toolkit_of_nvcc(nvcc):
+    """The toolkit an nvcc belongs to, also when it is a wrapper script elsewhere: nvcc names it as TOP."""
+    home = Path(nvcc).resolve().parent.parent
+    if _is_toolkit(home):
+        return home
+    try:
+        dry = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in (dry.stdout + dry.stderr).splitlines():
+        if line.startswith("#$ TOP="):
+            return Path(line.split("=", 1)[1].strip()).resolve().parent
+    return None
+
+
 def find_cuda_home():
-    """The toolkit root: nvcc on PATH, else CUDA_HOME or CUDA_PATH, else /usr/local/cuda."""
+    """The toolkit root: $CUDA_HOME or $CUDA_PATH, else the one nvcc on PATH belongs to, else /usr/local/cuda."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    for home in (Path(c) for c in candidates if c):
+        if _is_toolkit(home):
+            return home
     nvcc = shutil.which("nvcc")
-    if nvcc:
-        return Path(nvcc).resolve().parent.parent
-    for candidate in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if candidate and (Path(candidate) / "bin" / "nvcc").exists():
-            return Path(candidate)
+    home = _toolkit_of_nvcc(nvcc) if nvcc else None
+    if _is_toolkit(home):
+        return home
+    if _is_toolkit(Path("/usr/local/cuda")):
+        return Path("/usr/local/cuda")
     sys.exit(
-        "fastsgemm: cannot find the CUDA compiler nvcc (looked on PATH, in $CUDA_HOME, $CUDA_PATH and "
+        "fastsgemm: cannot find the CUDA compiler nvcc (looked in $CUDA_HOME, $CUDA_PATH, on PATH and in "
         "/usr/local/cuda). Install the CUDA Toolkit (12.0 or newer) and put its bin/ on PATH, or set CUDA_HOME."
     )
 
@@ -65,7 +99,7 @@ class BuildWithNvcc(build_ext):
         cuda = find_cuda_home()
         nvcc = cuda / "bin" / "nvcc"
         archs = parse_archs(os.environ.get("FASTSGEMM_CUDA_ARCHS", DEFAULT_ARCHS))
-        lib_dir = cuda / "lib64" if (cuda / "lib64").exists() else cuda / "lib"
+        lib_dir = _library_dir(cuda)
         ext.include_dirs += [str(cuda / "include")]
         ext.library_dirs += [str(lib_dir)]
         ext.runtime_library_dirs += [str(lib_dir)]

@@ -396,8 +396,12 @@ static PyObject *device_info(PyObject *module, PyObject *arg) {
         return raise_cuda_error(st, err, "a device query");
     }
     int driver = 0, runtime = 0;
-    cudaDriverGetVersion(&driver);
-    cudaRuntimeGetVersion(&runtime);
+    if (err == cudaSuccess) err = cudaDriverGetVersion(&driver);
+    if (err == cudaSuccess) err = cudaRuntimeGetVersion(&runtime);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return raise_cuda_error(st, err, "a version query");
+    }
     return Py_BuildValue("{s:i,s:s,s:i,s:(ii),s:i,s:i,s:i,s:K,s:i,s:n,s:i,s:i}", "device", device, "name", p.name,
                          "sm_count", p.multiProcessorCount, "compute_capability", p.major, p.minor, "sm_clock_mhz",
                          clock_khz / 1000, "memory_clock_mhz", memory_clock_khz / 1000, "memory_bus_bits",
