@@ -86,6 +86,10 @@ cudaError_t fsg_copy_matrix_cuda(float *dst, int64_t dst_rs, int64_t dst_cs,
                                  const float *src, int64_t src_rs, int64_t src_cs,
                                  int64_t rows, int64_t cols, cudaStream_t stream);
 
+/* Fills `count` floats with uniform random values in [-1, 1), deterministic
+ * for a seed (kernels/fill_random.cu). For benchmarks: never time zeros. */
+cudaError_t fsg_fill_uniform_cuda(float *data, int64_t count, uint64_t seed, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@ from ._api import (
     sgemm,
     sgemm_raw,
 )
+from ._bench import benchmark
 from ._device_array import DeviceArray, to_device
 
 __version__ = "0.1.0"
@@ -26,6 +27,7 @@ __all__ = [
     "CudaError",
     "DeviceArray",
     "KernelInfo",
+    "benchmark",
     "cuda_available",
     "device_info",
     "kernels",

@@ -1,0 +1,115 @@
+"""fastsgemm.benchmark: time one rung on one shape, the way the ladder is measured.
+
+CUDA rungs run on device buffers filled with uniform random numbers (never
+zeros), timed with a pair of CUDA events around each launch, all launches
+queued back to back after a warm-up. When one set of inputs fits in twice the
+L2 cache, several sets are rotated so that the timing is not of the cache.
+The result of the first set is checked once against cuBLAS.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+from . import _sgemm
+from ._api import _INDEX, _REGISTRY, _resolve_kernel, device_info
+from ._device_array import DeviceArray
+
+MAX_INPUT_SETS = 8
+
+
+def _random_device_matrix(rows, cols, seed, device):
+    matrix = DeviceArray.empty((rows, cols), device=device)
+    _sgemm.fill_uniform(matrix.ptr, rows * cols, seed, None)
+    return matrix
+
+
+def _relative_error(result, reference):
+    result, reference = result.astype(np.float64), reference.astype(np.float64)
+    norm = np.linalg.norm(reference)
+    return float(np.linalg.norm(result - reference) / (norm if norm > 0 else 1.0))
+
+
+def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, check=True, seed=0):
+    """Times `kernel` on an M x N x K problem; returns a plain dict.
+
+    Keys: kernel, M, N, K, median_ms, min_ms, max_ms, gflops (at the median), repeats, warmup,
+    input_sets, rel_error and error_reference: the relative Frobenius error of the result against
+    cuBLAS for GPU rungs, against float64 NumPy for the cpu rung (None when check=False or for cuBLAS
+    itself). The cpu rung is timed from the host with a wall clock on host arrays.
+    """
+    index = _resolve_kernel(kernel, on_device=False)
+    name = _REGISTRY[index].name
+    if min(M, N, K) < 1 or repeats < 1 or warmup < 0:
+        raise ValueError("benchmark needs M, N, K >= 1, repeats >= 1 and warmup >= 0")
+    flops = 2.0 * M * N * K
+    if _REGISTRY[index].device == "cpu":
+        times, sets, error = _time_host(index, M, N, K, repeats, warmup, alpha, beta, check, seed)
+    else:
+        times, sets, error = _time_device(index, M, N, K, repeats, warmup, alpha, beta, check, seed)
+    median = statistics.median(times)
+    return {
+        "kernel": name,
+        "M": M,
+        "N": N,
+        "K": K,
+        "median_ms": median,
+        "min_ms": min(times),
+        "max_ms": max(times),
+        "gflops": flops / (median * 1e6),
+        "repeats": repeats,
+        "warmup": warmup,
+        "input_sets": sets,
+        "rel_error": error,
+        "error_reference": None if error is None else ("float64" if _REGISTRY[index].device == "cpu" else "cublas"),
+    }
+
+
+def _time_device(index, M, N, K, repeats, warmup, alpha, beta, check, seed):
+    info = device_info()
+    device = info["device"]
+    set_bytes = 4 * (M * K + K * N + M * N * (2 if beta != 0.0 else 1))
+    sets = 1 if set_bytes >= 2 * info["l2_cache_bytes"] else min(MAX_INPUT_SETS, math.ceil(2 * info["l2_cache_bytes"] / set_bytes))
+    arrays = []
+    for s in range(sets):
+        a = _random_device_matrix(M, K, seed * 1000 + 4 * s, device)
+        b = _random_device_matrix(K, N, seed * 1000 + 4 * s + 1, device)
+        c = _random_device_matrix(M, N, seed * 1000 + 4 * s + 2, device) if beta != 0.0 else None
+        out = _random_device_matrix(M, N, seed * 1000 + 4 * s + 3, device)
+        arrays.append((a, b, c, out))
+    core = [tuple(x._core() if x is not None else None for x in group) for group in arrays]
+    times = _sgemm.time_gemm(index, core, alpha, beta, warmup, repeats, None)
+
+    error = None
+    if check and _REGISTRY[index].name != "cublas":
+        a, b, c, out = arrays[0]
+        mine = DeviceArray.empty((M, N), device=device)
+        reference = DeviceArray.empty((M, N), device=device)
+        for target, rung in ((mine, index), (reference, _INDEX["cublas"])):
+            _sgemm.gemm(rung, a._core(), b._core(), c._core() if c is not None else None, target._core(), alpha, beta, None)
+        error = _relative_error(mine.numpy(), reference.numpy())
+    return times, sets, error
+
+
+def _time_host(index, M, N, K, repeats, warmup, alpha, beta, check, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    C = rng.uniform(-1, 1, (M, N)).astype(np.float32) if beta != 0.0 else None
+    out = np.empty((M, N), np.float32)
+    times = []
+    for r in range(warmup + repeats):
+        start = time.perf_counter()
+        _sgemm.gemm(index, A, B, C, out, alpha, beta, None)
+        if r >= warmup:
+            times.append((time.perf_counter() - start) * 1e3)
+    error = None
+    if check:
+        reference = alpha * (A.astype(np.float64) @ B)
+        if C is not None:
+            reference += beta * C
+        error = _relative_error(out, reference)  # against float64: no cuBLAS on the host
+    return times, 1, error
