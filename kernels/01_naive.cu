@@ -10,7 +10,8 @@
  * the baseline the ladder climbs from (about 1% of cuBLAS on an H100).
  *
  * Tile parameters: 32 x 32 threads per block, the largest square block.
- * Preconditions: none beyond ladder.h; any m, n, k, both layouts of A and B.
+ * Layouts: compiled once per (A, B) row/column-major pair (fsg::for_layouts).
+ * Preconditions: none beyond ladder.h; any m, n, k.
  * Limits: n <= 65535 * 32 (the grid's y dimension); the registry says so.
  * Next: rung 2 swaps the roles of x and y so a warp reads and writes
  * consecutive columns (coalescing).
@@ -21,13 +22,15 @@ namespace {
 
 constexpr int kBlockSide = 32;
 
+template <bool A_TRANS, bool B_TRANS>
 __global__ void naive_sgemm_kernel(fsg_gemm g) {
     const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t col = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
     if (row >= g.m || col >= g.n) return;  // the last block may overhang the matrix
 
     float acc = 0.0f;
-    for (int64_t p = 0; p < g.k; ++p) acc += fsg::load_a(g, row, p) * fsg::load_b(g, p, col);
+    for (int64_t p = 0; p < g.k; ++p)
+        acc += g.a[fsg::at<A_TRANS>(row, p, g.lda)] * g.b[fsg::at<B_TRANS>(p, col, g.ldb)];
     fsg::store_d(g, row, col, acc);
 }
 
@@ -36,6 +39,7 @@ __global__ void naive_sgemm_kernel(fsg_gemm g) {
 extern "C" cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
     const dim3 grid((unsigned)fsg::ceil_div(g->m, kBlockSide), (unsigned)fsg::ceil_div(g->n, kBlockSide));
-    naive_sgemm_kernel<<<grid, block, 0, stream>>>(*g);
-    return fsg::launch_status();
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+        naive_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
+    });
 }

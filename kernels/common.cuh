@@ -5,6 +5,8 @@
 #define FASTSGEMM_COMMON_CUH
 
 #include <cstdint>
+#include <type_traits>
+
 #include <cuda_runtime.h>
 
 #include "ladder.h"
@@ -14,29 +16,139 @@ namespace fsg {
 /* Number of tiles of size `tile` needed to cover `n` elements. */
 __host__ __device__ constexpr int64_t ceil_div(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
 
-/* A(i, p) of the m x k operand A, whichever of the two layouts it has.
- * 64-bit index arithmetic: m * lda may exceed 2^31 elements. */
-__device__ __forceinline__ float load_a(const fsg_gemm &g, int64_t i, int64_t p) {
-    return g.a_trans ? g.a[p * g.lda + i] : g.a[i * g.lda + p];
-}
+/* The grid's y and z dimensions stop at 65535 blocks. */
+constexpr int64_t kMaxGridY = 65535;
 
-/* B(p, j) of the k x n operand B. */
-__device__ __forceinline__ float load_b(const fsg_gemm &g, int64_t p, int64_t j) {
-    return g.b_trans ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j];
+/* Offset of element (r, c) of a matrix stored row-major (TRANS == false) or
+ * column-major (TRANS == true) with leading dimension ld. 64-bit: r * ld may
+ * pass 2^31 elements. */
+template <bool TRANS>
+__device__ __forceinline__ int64_t at(int64_t r, int64_t c, int64_t ld) {
+    return TRANS ? c * ld + r : r * ld + c;
 }
 
 /* The epilogue every rung shares: D(i, j) = alpha * acc + beta * C(i, j).
  * C is only read when beta != 0 (it is NULL otherwise), so NaN in an unused C
- * never leaks into D. */
+ * never leaks into D. The caller checks that (i, j) is inside D. */
 __device__ __forceinline__ void store_d(const fsg_gemm &g, int64_t i, int64_t j, float acc) {
     float result = g.alpha * acc;
     if (g.c != nullptr) result += g.beta * g.c[i * g.ldc + j];
     g.d[i * g.ldd + j] = result;
 }
 
-/* Launch bookkeeping: a launch reports configuration errors only through
- * cudaGetLastError(), so every launcher ends with this. */
-inline cudaError_t launch_status() { return cudaGetLastError(); }
+/* Calls launch(a_trans, b_trans) with the two layout flags as compile-time
+ * constants (std::true_type / std::false_type), so every kernel is compiled
+ * once per layout pair and its inner loops carry no layout branches. Returns
+ * the launch's status: configuration errors only show in cudaGetLastError(). */
+template <typename Launch>
+cudaError_t for_layouts(const fsg_gemm &g, Launch &&launch) {
+    using Col = std::true_type;
+    using Row = std::false_type;
+    if (g.a_trans) {
+        if (g.b_trans) launch(Col{}, Col{});
+        else launch(Col{}, Row{});
+    } else {
+        if (g.b_trans) launch(Row{}, Col{});
+        else launch(Row{}, Row{});
+    }
+    return cudaGetLastError();
+}
+
+/* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
+ * leading dimension that keeps every row (or column) start 16-byte aligned. */
+__host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
+
+/* Four floats from 16-byte-aligned shared memory into registers: one LDS.128. */
+__device__ __forceinline__ void load4(const float *smem, float *dst) {
+    const float4 v = *reinterpret_cast<const float4 *>(smem);
+    dst[0] = v.x;
+    dst[1] = v.y;
+    dst[2] = v.z;
+    dst[3] = v.w;
+}
+
+/* store_d for D(i, j..j+3): one 128-bit store (and 128-bit load of C) when
+ * `vec` says D and C allow it and all four columns are inside D; element by
+ * element otherwise. */
+__device__ __forceinline__ void store_d4(const fsg_gemm &g, int64_t i, int64_t j, const float *acc, bool vec) {
+    if (vec && j + 3 < g.n) {
+        float4 r = make_float4(g.alpha * acc[0], g.alpha * acc[1], g.alpha * acc[2], g.alpha * acc[3]);
+        if (g.c != nullptr) {
+            const float4 c = *reinterpret_cast<const float4 *>(g.c + i * g.ldc + j);
+            r.x += g.beta * c.x;
+            r.y += g.beta * c.y;
+            r.z += g.beta * c.z;
+            r.w += g.beta * c.w;
+        }
+        *reinterpret_cast<float4 *>(g.d + i * g.ldd + j) = r;
+        return;
+    }
+    for (int jj = 0; jj < 4; ++jj)
+        if (j + jj < g.n) store_d(g, i, j + jj, acc[jj]);
+}
+
+/* Whether D (and C, when it is read) take 128-bit stores and loads. */
+__device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
+    return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
+}
+
+/* Cooperative copy of the ROWS x COLS block at (row0, col0) of a rows x cols
+ * matrix (stored as TRANS says) into shared memory, through store(r, c, v).
+ * Elements past the matrix's edges are stored as 0, so the product loop needs
+ * no bounds checks and partial tiles cost nothing extra. Consecutive threads
+ * take consecutive addresses in whichever direction the matrix is contiguous,
+ * so the warp's reads coalesce for both layouts. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store>
+__device__ __forceinline__ void load_tile(const float *p, int64_t ld, int64_t rows, int64_t cols, int64_t row0,
+                                          int64_t col0, int tid, Store &&store) {
+    static_assert((ROWS * COLS) % THREADS == 0,
+                  "every thread copies the same number of elements, so ROWS * COLS must be a multiple of THREADS");
+    constexpr int kContiguous = TRANS ? ROWS : COLS;
+#pragma unroll
+    for (int i = 0; i < ROWS * COLS / THREADS; ++i) {
+        const int e = tid + i * THREADS;
+        const int along = e % kContiguous, across = e / kContiguous;
+        const int r = TRANS ? along : across, c = TRANS ? across : along;
+        const int64_t gr = row0 + r, gc = col0 + c;
+        store(r, c, (gr < rows && gc < cols) ? p[at<TRANS>(gr, gc, ld)] : 0.0f);
+    }
+}
+
+/* load_tile, four elements at a time along the contiguous direction: one
+ * 128-bit load when VEC (see aligned16) and all four are inside the matrix,
+ * element by element with zero fill otherwise (the last, partial chunk of a
+ * row, or an unaligned matrix). store(r, c, v) receives the four values
+ * starting at (r, c) and running along the contiguous direction: (r, c..c+3)
+ * for a row-major matrix, (r..r+3, c) for a column-major one. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Store4>
+__device__ __forceinline__ void load_tile_vec4(const float *p, int64_t ld, int64_t rows, int64_t cols, int64_t row0,
+                                               int64_t col0, int tid, Store4 &&store) {
+    constexpr int kContiguous = TRANS ? ROWS : COLS;
+    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
+    static_assert((ROWS * COLS / 4) % THREADS == 0,
+                  "every thread copies the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    const int64_t along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < ROWS * COLS / 4 / THREADS; ++i) {
+        const int e = tid + i * THREADS;
+        const int along = (e % (kContiguous / 4)) * 4, across = e / (kContiguous / 4);
+        const int r = TRANS ? along : across, c = TRANS ? across : along;
+        const int64_t g_along = (TRANS ? row0 : col0) + along, g_across = (TRANS ? col0 : row0) + across;
+        const float *src = p + (g_across * ld + g_along);  // at<TRANS>, written in along/across terms
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g_across < across_extent) {
+            if (VEC && g_along + 3 < along_extent) {
+                v = *reinterpret_cast<const float4 *>(src);
+            } else {
+                if (g_along + 0 < along_extent) v.x = src[0];
+                if (g_along + 1 < along_extent) v.y = src[1];
+                if (g_along + 2 < along_extent) v.z = src[2];
+                if (g_along + 3 < along_extent) v.w = src[3];
+            }
+        }
+        store(r, c, v);
+    }
+}
 
 }  // namespace fsg
 

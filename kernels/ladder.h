@@ -76,6 +76,11 @@ extern const int fsg_rung_count;
 /* The launchers, one per rung file. */
 cudaError_t fsg_cpu_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tile1d_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
 /* Copies a rows x cols matrix between two strided views on the GPU

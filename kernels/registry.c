@@ -5,8 +5,10 @@
  */
 #include "ladder.h"
 
-/* The naive grid puts columns on gridDim.y, which stops at 65535 blocks of 32. */
-#define NAIVE_MAX_DIM ((int64_t)65535 * 32)
+/* The grid's y dimension stops at 65535 blocks: a rung that puts one dimension
+ * there in tiles of TILE handles that dimension up to 65535 * TILE. The
+ * extension applies max_dim to both M and N. */
+#define GRID_Y_LIMIT(TILE) ((int64_t)65535 * (TILE))
 
 const fsg_rung fsg_rungs[] = {
     {
@@ -25,7 +27,52 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/01_naive.cu",
         .launch = fsg_naive_sgemm,
-        .max_dim = NAIVE_MAX_DIM,
+        .max_dim = GRID_Y_LIMIT(32),
+    },
+    {
+        .number = 2,
+        .name = "coalesced",
+        .idea = "a warp's threads own consecutive columns: coalesced loads of B and stores of D",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/02_coalesced.cu",
+        .launch = fsg_coalesced_sgemm,
+        .max_dim = GRID_Y_LIMIT(32),
+    },
+    {
+        .number = 3,
+        .name = "smem",
+        .idea = "32 x 32 tiles of A and B staged in shared memory, sliding along K",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/03_smem.cu",
+        .launch = fsg_smem_sgemm,
+        .max_dim = GRID_Y_LIMIT(32),
+    },
+    {
+        .number = 4,
+        .name = "tile1d",
+        .idea = "each thread computes 8 results down one column (1-D register tiling)",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/04_tile1d.cu",
+        .launch = fsg_tile1d_sgemm,
+        .max_dim = GRID_Y_LIMIT(64),
+    },
+    {
+        .number = 5,
+        .name = "tile2d",
+        .idea = "each thread computes an 8 x 8 tile as outer products of register fragments",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/05_tile2d.cu",
+        .launch = fsg_tile2d_sgemm,
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
+        .number = 6,
+        .name = "vectorized",
+        .idea = "128-bit global loads and stores; A transposed in shared memory so fragment loads are LDS.128",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/06_vectorized.cu",
+        .launch = fsg_vectorized_sgemm,
+        .max_dim = GRID_Y_LIMIT(128),
     },
     {
         .number = -1,

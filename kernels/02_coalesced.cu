@@ -1,0 +1,44 @@
+/*
+ * Rung 2, coalesced: the threads of a warp own consecutive columns of D.
+ *
+ * The only change from rung 1 is which grid axis runs over what: threadIdx.x
+ * now runs over columns. The 32 threads of a warp then share one row: their
+ * loads of A(row, p) are one address (a broadcast), their loads of B(p, col)
+ * are 32 consecutive floats of a row-major B (one 128-byte transaction instead
+ * of 32), and their stores to D are consecutive too. Same arithmetic, same
+ * lack of reuse, several times faster.
+ *
+ * Tile parameters: 32 x 32 threads per block, as in rung 1.
+ * Layouts: a column-major B is still read along its stride (uncoalesced);
+ * rung 3 stages tiles through shared memory, which fixes that.
+ * Limits: m <= 65535 * 32 (rows are now on the grid's y dimension).
+ * Next: every element of A and B is still fetched from global memory (or L1/L2)
+ * k times; rung 3 loads each tile once into shared memory and reuses it.
+ */
+#include "common.cuh"
+
+namespace {
+
+constexpr int kBlockSide = 32;
+
+template <bool A_TRANS, bool B_TRANS>
+__global__ void coalesced_sgemm_kernel(fsg_gemm g) {
+    const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns
+    const int64_t row = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= g.m || col >= g.n) return;
+
+    float acc = 0.0f;
+    for (int64_t p = 0; p < g.k; ++p)
+        acc += g.a[fsg::at<A_TRANS>(row, p, g.lda)] * g.b[fsg::at<B_TRANS>(p, col, g.ldb)];
+    fsg::store_d(g, row, col, acc);
+}
+
+}  // namespace
+
+extern "C" cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 block(kBlockSide, kBlockSide);
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBlockSide), (unsigned)fsg::ceil_div(g->m, kBlockSide));
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+        coalesced_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
+    });
+}

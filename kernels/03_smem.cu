@@ -1,0 +1,55 @@
+/*
+ * Rung 3, smem: shared-memory cache blocking.
+ *
+ * A block of 32 x 32 threads computes a 32 x 32 tile of D. It slides along k
+ * in steps of 32: each step, the block copies a 32 x 32 tile of A and one of B
+ * into shared memory (each thread copies one element of each, coalesced for
+ * either layout, zero past the matrix's edges), waits, and then every thread
+ * does 32 FMAs reading only shared memory. Each element fetched from global
+ * memory is now used 32 times instead of once.
+ *
+ * Tile parameters: BM = BN = BK = 32: one element per thread per tile, and a
+ * warp reading Bs[p][tx] touches 32 consecutive floats (32 banks, no conflict)
+ * while As[ty][p] is one broadcast address.
+ * Limits: m <= 65535 * 32. Each FMA still needs two shared-memory loads, and
+ * shared-memory bandwidth now caps the rung.
+ * Next: rung 4 makes each thread compute several outputs, reusing a value
+ * loaded from shared memory across them.
+ */
+#include "common.cuh"
+
+namespace {
+
+constexpr int kTile = 32;
+constexpr int kThreads = kTile * kTile;
+
+template <bool A_TRANS, bool B_TRANS>
+__global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm g) {
+    __shared__ float As[kTile][kTile];  // As[r][p] = A(row0 + r, k0 + p)
+    __shared__ float Bs[kTile][kTile];  // Bs[p][c] = B(k0 + p, col0 + c)
+    const int tid = threadIdx.x, tx = tid % kTile, ty = tid / kTile;
+    const int64_t row0 = (int64_t)blockIdx.y * kTile, col0 = (int64_t)blockIdx.x * kTile;
+
+    float acc = 0.0f;
+    for (int64_t k0 = 0; k0 < g.k; k0 += kTile) {
+        fsg::load_tile<kTile, kTile, kThreads, A_TRANS>(g.a, g.lda, g.m, g.k, row0, k0, tid,
+                                                        [&](int r, int c, float v) { As[r][c] = v; });
+        fsg::load_tile<kTile, kTile, kThreads, B_TRANS>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
+                                                        [&](int r, int c, float v) { Bs[r][c] = v; });
+        __syncthreads();  // the tiles are complete before anyone reads them
+#pragma unroll
+        for (int p = 0; p < kTile; ++p) acc += As[ty][p] * Bs[p][tx];
+        __syncthreads();  // everyone is done reading before the next tiles overwrite them
+    }
+    const int64_t row = row0 + ty, col = col0 + tx;
+    if (row < g.m && col < g.n) fsg::store_d(g, row, col, acc);
+}
+
+}  // namespace
+
+extern "C" cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kTile), (unsigned)fsg::ceil_div(g->m, kTile));
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+        smem_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
+    });
+}

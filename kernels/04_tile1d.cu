@@ -1,0 +1,67 @@
+/*
+ * Rung 4, tile1d: each thread computes TM results down one column of D.
+ *
+ * In rung 3 every FMA cost two shared-memory loads. Here a thread owns TM = 8
+ * consecutive rows of one column: for each p it loads B(p, col) from shared
+ * memory once into a register and uses it for 8 FMAs, each needing only its
+ * A element (a broadcast, since the whole warp shares those rows). About 9
+ * shared loads per 8 FMAs instead of 16.
+ *
+ * Tile parameters: a 64 x 64 tile of D per block, BK = 8, TM = 8, so
+ * 64 * 64 / 8 = 512 threads; each copies exactly one element of the 64 x 8
+ * A tile and one of the 8 x 64 B tile per step. The warp's 32 threads cover
+ * 32 consecutive columns of one group of 8 rows.
+ * Limits: m <= 65535 * 64. Still one shared load of B per FMA column, and
+ * 8 accumulators is not enough work per thread to hide latency.
+ * Next: rung 5 tiles in two dimensions (TM x TN per thread): outer products
+ * of register fragments.
+ */
+#include "common.cuh"
+
+namespace {
+
+constexpr int kBM = 64, kBN = 64, kBK = 8, kTM = 8;
+constexpr int kThreads = kBM * kBN / kTM;
+static_assert(kBM % kTM == 0, "each thread's TM rows must tile BM exactly");
+static_assert(kThreads == kBM * kBK && kThreads == kBK * kBN,
+              "each thread copies exactly one element of each tile per step");
+
+template <bool A_TRANS, bool B_TRANS>
+__global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm g) {
+    __shared__ float As[kBM][kBK];
+    __shared__ float Bs[kBK][kBN];
+    const int tid = threadIdx.x;
+    const int thread_col = tid % kBN, thread_row = tid / kBN;  // this thread: rows thread_row*TM .. +TM-1
+    const int64_t row0 = (int64_t)blockIdx.y * kBM, col0 = (int64_t)blockIdx.x * kBN;
+
+    float acc[kTM] = {};
+    for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
+        fsg::load_tile<kBM, kBK, kThreads, A_TRANS>(g.a, g.lda, g.m, g.k, row0, k0, tid,
+                                                    [&](int r, int c, float v) { As[r][c] = v; });
+        fsg::load_tile<kBK, kBN, kThreads, B_TRANS>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
+                                                    [&](int r, int c, float v) { Bs[r][c] = v; });
+        __syncthreads();
+#pragma unroll
+        for (int p = 0; p < kBK; ++p) {
+            const float b = Bs[p][thread_col];  // loaded once, used TM times
+#pragma unroll
+            for (int i = 0; i < kTM; ++i) acc[i] += As[thread_row * kTM + i][p] * b;
+        }
+        __syncthreads();
+    }
+    const int64_t col = col0 + thread_col;
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+        const int64_t row = row0 + thread_row * kTM + i;
+        if (row < g.m && col < g.n) fsg::store_d(g, row, col, acc[i]);
+    }
+}
+
+}  // namespace
+
+extern "C" cudaError_t fsg_tile1d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+        tile1d_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
+    });
+}

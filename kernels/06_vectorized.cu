@@ -1,0 +1,100 @@
+/*
+ * Rung 6, vectorized: 128-bit loads and stores everywhere they can be.
+ *
+ * Two changes from rung 5, both about moving four floats per instruction:
+ *   - A is stored transposed in shared memory (As[p][r]), so the TM = 8 values
+ *     a thread needs for step p are contiguous: two LDS.128 instead of eight
+ *     strided LDS.32. B's fragment was already contiguous: two LDS.128 too.
+ *   - Global loads of the tiles are float4 (LDG.E.128), and so are the stores
+ *     of D (STG.E.128), when the matrices allow it: a 16-byte-aligned base and
+ *     a leading dimension that is a multiple of 4. The launcher checks that and
+ *     picks the vector or the scalar instantiation; inside a vector one, the
+ *     last, partial group of four of a row still goes element by element, so
+ *     any shape stays correct. A row-major A arrives four k-values at a time
+ *     and is scattered into As's columns; a column-major A arrives four rows at
+ *     a time, which is already As's layout (one STS.128).
+ *
+ * Tile parameters: as rung 5: 128 x 128 x 8 block tile, 8 x 8 per thread, 256
+ * threads; each thread copies exactly one float4 of each tile per step.
+ * Limits: m <= 65535 * 128. The transposed stores into As and the fragment
+ * loads collide in shared-memory banks; nothing overlaps the global loads of
+ * the next tile with the math on this one.
+ * Next: rung 7 removes the bank conflicts.
+ */
+#include "common.cuh"
+
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
+static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
+
+template <bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) {
+    __shared__ __align__(16) float As[kBK][kBM];  // transposed: As[p][r] = A(row0 + r, k0 + p)
+    __shared__ __align__(16) float Bs[kBK][kBN];  // Bs[p][c] = B(k0 + p, col0 + c)
+    const int tid = threadIdx.x;
+    const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
+    const int64_t row0 = (int64_t)blockIdx.y * kBM, col0 = (int64_t)blockIdx.x * kBN;
+
+    float acc[kTM][kTN] = {};
+    float reg_m[kTM], reg_n[kTN];
+    for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
+        fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC>(
+            g.a, g.lda, g.m, g.k, row0, k0, tid, [&](int r, int p, float4 v) {
+                if constexpr (A_TRANS) {  // rows r..r+3 of column p: already As's layout
+                    *reinterpret_cast<float4 *>(&As[p][r]) = v;
+                } else {  // columns p..p+3 of row r: transpose on the way in
+                    As[p + 0][r] = v.x;
+                    As[p + 1][r] = v.y;
+                    As[p + 2][r] = v.z;
+                    As[p + 3][r] = v.w;
+                }
+            });
+        fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC>(
+            g.b, g.ldb, g.k, g.n, k0, col0, tid, [&](int p, int c, float4 v) {
+                if constexpr (B_TRANS) {  // rows p..p+3 of column c
+                    Bs[p + 0][c] = v.x;
+                    Bs[p + 1][c] = v.y;
+                    Bs[p + 2][c] = v.z;
+                    Bs[p + 3][c] = v.w;
+                } else {
+                    *reinterpret_cast<float4 *>(&Bs[p][c]) = v;
+                }
+            });
+        __syncthreads();
+#pragma unroll
+        for (int p = 0; p < kBK; ++p) {
+#pragma unroll
+            for (int i = 0; i < kTM; i += 4) fsg::load4(&As[p][thread_row * kTM + i], &reg_m[i]);
+#pragma unroll
+            for (int j = 0; j < kTN; j += 4) fsg::load4(&Bs[p][thread_col * kTN + j], &reg_n[j]);
+#pragma unroll
+            for (int i = 0; i < kTM; ++i)
+#pragma unroll
+                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
+        }
+        __syncthreads();
+    }
+    const bool vec_out = fsg::output_aligned16(g);
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+        const int64_t row = row0 + thread_row * kTM + i;
+        if (row >= g.m) break;
+#pragma unroll
+        for (int j = 0; j < kTN; j += 4) fsg::store_d4(g, row, col0 + thread_col * kTN + j, &acc[i][j], vec_out);
+    }
+}
+
+}  // namespace
+
+extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
+    const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+        constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
+        if (vec) vectorized_sgemm_kernel<kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else vectorized_sgemm_kernel<kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+    });
+}
