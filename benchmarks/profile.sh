@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Nsight Compute on one rung: the figures the ladder teaches with.
+#   benchmarks/profile.sh RUNG [MxNxK]      (default 4096x4096x4096)
+# Prints achieved FLOP/s (as FMA-pipe utilisation), shared-memory wavefronts
+# and bank conflicts, global load efficiency (sectors per request), L1/L2 hit
+# rates, DRAM throughput, registers, occupancy and the top warp stall reasons.
+# Set NCU_OUT=file to also keep the full report (file.ncu-rep).
+set -euo pipefail
+rung=${1:?usage: benchmarks/profile.sh RUNG [MxNxK]}
+IFS=x read -r m n k <<<"${2:-4096x4096x4096}"
+here=$(cd "$(dirname "$0")" && pwd)
+metrics=(
+  gpu__time_duration.sum
+  sm__throughput.avg.pct_of_peak_sustained_elapsed
+  sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
+  sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
+  smsp__inst_executed.sum
+  l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum
+  l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+  l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+  l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
+  l1tex__t_sector_hit_rate.pct
+  lts__t_sector_hit_rate.pct
+  dram__throughput.avg.pct_of_peak_sustained_elapsed
+  launch__registers_per_thread
+  launch__occupancy_limit_registers
+  sm__warps_active.avg.pct_of_peak_sustained_active
+  sm__cycles_elapsed.avg.per_second
+)
+report=()
+[ -n "${NCU_OUT:-}" ] && report=(--export "$NCU_OUT" --force-overwrite)
+# Launch 4 is the rung's second run (profile_one.py); clocks as the card runs them, not locked.
+ncu --launch-skip 4 --launch-count 1 --clock-control none "${report[@]}" \
+    --metrics "$(IFS=,; echo "${metrics[*]}")" --section WarpStateStats \
+    python3 "$here/profile_one.py" "$rung" "$m" "$n" "$k"
