@@ -9,8 +9,8 @@
  * and 64 independent accumulators keep the FMA pipes busy.
  *
  * Tile parameters: a 128 x 128 tile of D per block, BK = 8, 8 x 8 per thread:
- * (128 / 8) * (128 / 8) = 256 threads, 64 accumulators each (about 100 of the
- * 255 registers a thread may have, so two blocks fit on an SM). Each thread
+ * (128 / 8) * (128 / 8) = 256 threads, 64 accumulators each, capped at 128
+ * registers so that two blocks fit on an SM. Each thread
  * copies 4 elements of the 128 x 8 A tile and 4 of the 8 x 128 B tile per step.
  * Limits: m <= 65535 * 128. Global loads are 32-bit; the fragment loads from
  * As[row][p] walk down a column of a row-major tile: scalar, strided.
@@ -25,8 +25,13 @@ constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
 static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
 
+// Two blocks per SM: left to itself the compiler takes 174 registers, which
+// fits one 256-thread block per SM (8 warps: too few to hide latency). Capped
+// at 128 it needs no spills and two blocks fit (measured: see benchmarks/NOTES.md).
+constexpr int kMinBlocksPerSM = 2;
+
 template <bool A_TRANS, bool B_TRANS>
-__global__ void __launch_bounds__(kThreads) tile2d_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) tile2d_sgemm_kernel(fsg_gemm g) {
     __shared__ float As[kBM][kBK];
     __shared__ float Bs[kBK][kBN];
     const int tid = threadIdx.x;
@@ -41,7 +46,9 @@ __global__ void __launch_bounds__(kThreads) tile2d_sgemm_kernel(fsg_gemm g) {
         fsg::load_tile<kBK, kBN, kThreads, B_TRANS>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
                                                     [&](int r, int c, float v) { Bs[r][c] = v; });
         __syncthreads();
-#pragma unroll
+        // Not unrolled over p: unrolled, the compiler fetches all BK values of each
+        // A row at once (As[row][0..7] is contiguous) and needs 174 registers.
+#pragma unroll 1
         for (int p = 0; p < kBK; ++p) {
 #pragma unroll
             for (int i = 0; i < kTM; ++i) reg_m[i] = As[thread_row * kTM + i][p];
