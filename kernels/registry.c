@@ -75,6 +75,15 @@ const fsg_rung fsg_rungs[] = {
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
+        .number = 7,
+        .name = "bankfree",
+        .idea = "shared-memory layout without bank conflicts: split thread fragments, padded rows",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/07_bankfree.cu",
+        .launch = fsg_bankfree_sgemm,
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
         .number = -1,
         .name = "cublas",
         .idea = "cuBLAS SGEMM in true FP32 (CUBLAS_COMPUTE_32F, never TF32): the yardstick",

@@ -44,6 +44,17 @@ __global__ void v_both(fsg_gemm g) {
     g.d[row * (int)g.ldd + col] = g.alpha * acc;
 }
 
+// E: 64-bit indices with the unrolling the 32-bit loop got by itself.
+__global__ void v_unroll16(fsg_gemm g) {
+    const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t row = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= g.m || col >= g.n) return;
+    float acc = 0.0f;
+#pragma unroll 16
+    for (int64_t p = 0; p < g.k; ++p) acc += g.a[row * g.lda + p] * g.b[p * g.ldb + col];
+    fsg::store_d(g, row, col, acc);
+}
+
 int main() {
     const int n = 4096;
     fsg_gemm g = {n, n, n, 1.0f, 0.0f};
@@ -55,7 +66,8 @@ int main() {
     const dim3 block(32, 32), by_cols(n / 32, n / 32);
     struct { const char *name; void (*k)(fsg_gemm); } variants[] = {
         {"rung 2 as is (64-bit, grid.x = column tiles)", v_rung}, {"32-bit indices", v_int32},
-        {"grid.x = row tiles", v_gridx_rows}, {"32-bit and grid.x = row tiles", v_both}};
+        {"grid.x = row tiles", v_gridx_rows}, {"32-bit and grid.x = row tiles", v_both},
+        {"64-bit, #pragma unroll 16", v_unroll16}};
     for (auto &v : variants) {
         std::vector<float> ms;
         for (int r = 0; r < 12; ++r) {
