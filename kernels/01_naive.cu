@@ -22,15 +22,15 @@ namespace {
 
 constexpr int kBlockSide = 32;
 
-template <bool A_TRANS, bool B_TRANS>
+template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void naive_sgemm_kernel(fsg_gemm g) {
-    const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t col = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
-    if (row >= g.m || col >= g.n) return;  // the last block may overhang the matrix
+    const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;
+    const Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= Index(g.m) || col >= Index(g.n)) return;  // the last block may overhang the matrix
 
     float acc = 0.0f;
-    for (int64_t p = 0; p < g.k; ++p)
-        acc += g.a[fsg::at<A_TRANS>(row, p, g.lda)] * g.b[fsg::at<B_TRANS>(p, col, g.ldb)];
+    for (Index p = 0; p < Index(g.k); ++p)
+        acc += g.a[fsg::at<A_TRANS, Index>(row, p, g.lda)] * g.b[fsg::at<B_TRANS, Index>(p, col, g.ldb)];
     fsg::store_d(g, row, col, acc);
 }
 
@@ -39,7 +39,7 @@ __global__ void naive_sgemm_kernel(fsg_gemm g) {
 extern "C" cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
     const dim3 grid((unsigned)fsg::ceil_div(g->m, kBlockSide), (unsigned)fsg::ceil_div(g->n, kBlockSide));
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
-        naive_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        naive_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
     });
 }

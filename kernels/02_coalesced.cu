@@ -21,20 +21,19 @@ namespace {
 
 constexpr int kBlockSide = 32;
 
-template <bool A_TRANS, bool B_TRANS>
+template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void coalesced_sgemm_kernel(fsg_gemm g) {
-    const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns
-    const int64_t row = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
-    if (row >= g.m || col >= g.n) return;
+    const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns
+    const Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= Index(g.m) || col >= Index(g.n)) return;
 
     float acc = 0.0f;
     // The loop waits on L1 latency, so loads in flight are what counts. With
-    // 64-bit indices (needed once m * lda passes 2^31) nvcc unrolls it only 4
-    // times; asked for 16, it keeps 32 loads in flight per warp (measured 2x at
-    // 4096^3, benchmarks/NOTES.md).
+    // 32-bit indices nvcc unrolls it 16 times by itself; with the 64-bit ones
+    // that offsets past 2^31 need, only 4 times unless asked (benchmarks/NOTES.md).
 #pragma unroll 16
-    for (int64_t p = 0; p < g.k; ++p)
-        acc += g.a[fsg::at<A_TRANS>(row, p, g.lda)] * g.b[fsg::at<B_TRANS>(p, col, g.ldb)];
+    for (Index p = 0; p < Index(g.k); ++p)
+        acc += g.a[fsg::at<A_TRANS, Index>(row, p, g.lda)] * g.b[fsg::at<B_TRANS, Index>(p, col, g.ldb)];
     fsg::store_d(g, row, col, acc);
 }
 
@@ -43,7 +42,7 @@ __global__ void coalesced_sgemm_kernel(fsg_gemm g) {
 extern "C" cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBlockSide), (unsigned)fsg::ceil_div(g->m, kBlockSide));
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
-        coalesced_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        coalesced_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
     });
 }

@@ -23,25 +23,25 @@ namespace {
 constexpr int kTile = 32;
 constexpr int kThreads = kTile * kTile;
 
-template <bool A_TRANS, bool B_TRANS>
+template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm g) {
     __shared__ float As[kTile][kTile];  // As[r][p] = A(row0 + r, k0 + p)
     __shared__ float Bs[kTile][kTile];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x, tx = tid % kTile, ty = tid / kTile;
-    const int64_t row0 = (int64_t)blockIdx.y * kTile, col0 = (int64_t)blockIdx.x * kTile;
+    const Index row0 = (Index)blockIdx.y * kTile, col0 = (Index)blockIdx.x * kTile;
 
     float acc = 0.0f;
-    for (int64_t k0 = 0; k0 < g.k; k0 += kTile) {
-        fsg::load_tile<kTile, kTile, kThreads, A_TRANS>(g.a, g.lda, g.m, g.k, row0, k0, tid,
+    for (Index k0 = 0; k0 < Index(g.k); k0 += kTile) {
+        fsg::load_tile<kTile, kTile, kThreads, A_TRANS, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid,
                                                         [&](int r, int c, float v) { As[r][c] = v; });
-        fsg::load_tile<kTile, kTile, kThreads, B_TRANS>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
+        fsg::load_tile<kTile, kTile, kThreads, B_TRANS, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
                                                         [&](int r, int c, float v) { Bs[r][c] = v; });
         __syncthreads();  // the tiles are complete before anyone reads them
 #pragma unroll
         for (int p = 0; p < kTile; ++p) acc += As[ty][p] * Bs[p][tx];
         __syncthreads();  // everyone is done reading before the next tiles overwrite them
     }
-    const int64_t row = row0 + ty, col = col0 + tx;
+    const Index row = row0 + ty, col = col0 + tx;
     if (row < g.m && col < g.n) fsg::store_d(g, row, col, acc);
 }
 
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm g) {
 
 extern "C" cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kTile), (unsigned)fsg::ceil_div(g->m, kTile));
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
-        smem_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        smem_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
     });
 }

@@ -26,19 +26,19 @@ static_assert(kBM % kTM == 0, "each thread's TM rows must tile BM exactly");
 static_assert(kThreads == kBM * kBK && kThreads == kBK * kBN,
               "each thread copies exactly one element of each tile per step");
 
-template <bool A_TRANS, bool B_TRANS>
+template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm g) {
     __shared__ float As[kBM][kBK];
     __shared__ float Bs[kBK][kBN];
     const int tid = threadIdx.x;
     const int thread_col = tid % kBN, thread_row = tid / kBN;  // this thread: rows thread_row*TM .. +TM-1
-    const int64_t row0 = (int64_t)blockIdx.y * kBM, col0 = (int64_t)blockIdx.x * kBN;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
 
     float acc[kTM] = {};
-    for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
-        fsg::load_tile<kBM, kBK, kThreads, A_TRANS>(g.a, g.lda, g.m, g.k, row0, k0, tid,
+    for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
+        fsg::load_tile<kBM, kBK, kThreads, A_TRANS, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid,
                                                     [&](int r, int c, float v) { As[r][c] = v; });
-        fsg::load_tile<kBK, kBN, kThreads, B_TRANS>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
+        fsg::load_tile<kBK, kBN, kThreads, B_TRANS, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
                                                     [&](int r, int c, float v) { Bs[r][c] = v; });
         __syncthreads();
 #pragma unroll
@@ -49,10 +49,10 @@ __global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm g) {
         }
         __syncthreads();
     }
-    const int64_t col = col0 + thread_col;
+    const Index col = col0 + thread_col;
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const int64_t row = row0 + thread_row * kTM + i;
+        const Index row = row0 + thread_row * kTM + i;
         if (row < g.m && col < g.n) fsg::store_d(g, row, col, acc[i]);
     }
 }
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm g) {
 
 extern "C" cudaError_t fsg_tile1d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
-        tile1d_sgemm_kernel<decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        tile1d_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
     });
 }

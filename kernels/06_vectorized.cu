@@ -30,18 +30,18 @@ constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
 static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
 static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
 
-template <bool A_TRANS, bool B_TRANS, bool VEC>
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) {
     __shared__ __align__(16) float As[kBK][kBM];  // transposed: As[p][r] = A(row0 + r, k0 + p)
     __shared__ __align__(16) float Bs[kBK][kBN];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
-    const int64_t row0 = (int64_t)blockIdx.y * kBM, col0 = (int64_t)blockIdx.x * kBN;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
-    for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
-        fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC>(
+    for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
+        fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(
             g.a, g.lda, g.m, g.k, row0, k0, tid, [&](int r, int p, float4 v) {
                 if constexpr (A_TRANS) {  // rows r..r+3 of column p: already As's layout
                     *reinterpret_cast<float4 *>(&As[p][r]) = v;
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) 
                     As[p + 3][r] = v.w;
                 }
             });
-        fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC>(
+        fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(
             g.b, g.ldb, g.k, g.n, k0, col0, tid, [&](int p, int c, float4 v) {
                 if constexpr (B_TRANS) {  // rows p..p+3 of column c
                     Bs[p + 0][c] = v.x;
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) 
     const bool vec_out = fsg::output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const int64_t row = row0 + thread_row * kTM + i;
+        const Index row = row0 + thread_row * kTM + i;
         if (row >= g.m) break;
 #pragma unroll
         for (int j = 0; j < kTN; j += 4) fsg::store_d4(g, row, col0 + thread_col * kTN + j, &acc[i][j], vec_out);
@@ -92,9 +92,10 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) 
 extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) vectorized_sgemm_kernel<kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else vectorized_sgemm_kernel<kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        if (vec) vectorized_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else vectorized_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }

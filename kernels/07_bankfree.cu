@@ -35,7 +35,7 @@ constexpr int kPad = 4;  // floats added to each shared-memory row: 16 banks, an
 static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
 static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
-template <bool A_TRANS, bool B_TRANS, bool VEC>
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
     __shared__ __align__(16) float As[kBK][kBM + kPad];  // transposed: As[p][r] = A(row0 + r, k0 + p)
     __shared__ __align__(16) float Bs[kBK][kBN + kPad];  // Bs[p][c] = B(k0 + p, col0 + c)
@@ -43,12 +43,12 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
     // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
     const int frag_row = thread_row * 4, frag_col = thread_col * 4;
-    const int64_t row0 = (int64_t)blockIdx.y * kBM, col0 = (int64_t)blockIdx.x * kBN;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
-    for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
-        fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC>(
+    for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
+        fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(
             g.a, g.lda, g.m, g.k, row0, k0, tid, [&](int r, int p, float4 v) {
                 if constexpr (A_TRANS) {
                     *reinterpret_cast<float4 *>(&As[p][r]) = v;
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
                     As[p + 3][r] = v.w;
                 }
             });
-        fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC>(
+        fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(
             g.b, g.ldb, g.k, g.n, k0, col0, tid, [&](int p, int c, float4 v) {
                 if constexpr (B_TRANS) {
                     Bs[p + 0][c] = v.x;
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
     const bool vec_out = fsg::output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const int64_t row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
+        const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
         if (row >= g.m) continue;
         fsg::store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
         fsg::store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
@@ -99,9 +99,10 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
 extern "C" cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans) {
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) bankfree_sgemm_kernel<kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else bankfree_sgemm_kernel<kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        if (vec) bankfree_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else bankfree_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }

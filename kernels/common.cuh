@@ -16,16 +16,38 @@ namespace fsg {
 /* Number of tiles of size `tile` needed to cover `n` elements. */
 __host__ __device__ constexpr int64_t ceil_div(int64_t n, int64_t tile) { return (n + tile - 1) / tile; }
 
-/* The grid's y and z dimensions stop at 65535 blocks. */
-constexpr int64_t kMaxGridY = 65535;
 
 /* Offset of element (r, c) of a matrix stored row-major (TRANS == false) or
- * column-major (TRANS == true) with leading dimension ld. 64-bit: r * ld may
- * pass 2^31 elements. */
-template <bool TRANS>
-__device__ __forceinline__ int64_t at(int64_t r, int64_t c, int64_t ld) {
+ * column-major (TRANS == true) with leading dimension ld, in the kernel's
+ * index type (see offsets_fit_int32). */
+template <bool TRANS, typename Index>
+__device__ __forceinline__ Index at(Index r, Index c, Index ld) {
     return TRANS ? c * ld + r : r * ld + c;
 }
+
+/* Kernels index with 32-bit integers when every offset they can form fits,
+ * and with 64-bit ones otherwise (m * lda may pass 2^31 elements). It matters:
+ * nvcc unrolls and schedules 32-bit index loops much better (2x on rung 2,
+ * benchmarks/NOTES.md). kIndexMargin covers the rows and columns a tile may
+ * overhang past a matrix's edge, whose offsets are formed but never used. */
+constexpr int64_t kIndexMargin = 1024;
+
+inline bool offsets_fit_int32(const fsg_gemm &g) {
+    const int64_t limit = INT32_MAX;
+    auto fits = [&](int64_t rows, int64_t cols, int64_t ld) {  // a rows x cols matrix's offsets
+        return rows + kIndexMargin < limit && cols + kIndexMargin < limit &&
+               (rows + kIndexMargin) * ld + cols + kIndexMargin < limit;
+    };
+    const bool a = g.a_trans ? fits(g.k, g.m, g.lda) : fits(g.m, g.k, g.lda);
+    const bool b = g.b_trans ? fits(g.n, g.k, g.ldb) : fits(g.k, g.n, g.ldb);
+    return a && b && fits(g.m, g.n, g.ldd) && (g.c == nullptr || fits(g.m, g.n, g.ldc));
+}
+
+/* A type carried as a value, so a generic lambda can receive it. */
+template <typename T>
+struct type_tag {
+    using type = T;
+};
 
 /* The epilogue every rung shares: D(i, j) = alpha * acc + beta * C(i, j).
  * C is only read when beta != 0 (it is NULL otherwise), so NaN in an unused C
@@ -36,20 +58,26 @@ __device__ __forceinline__ void store_d(const fsg_gemm &g, int64_t i, int64_t j,
     g.d[i * g.ldd + j] = result;
 }
 
-/* Calls launch(a_trans, b_trans) with the two layout flags as compile-time
- * constants (std::true_type / std::false_type), so every kernel is compiled
- * once per layout pair and its inner loops carry no layout branches. Returns
- * the launch's status: configuration errors only show in cudaGetLastError(). */
+/* Calls launch(a_trans, b_trans, index) with the two layout flags as
+ * compile-time constants (std::true_type / std::false_type) and the index type
+ * as a type_tag (int32_t when offsets_fit_int32, else int64_t), so every kernel
+ * is compiled once per combination and its inner loops carry no layout
+ * branches. Returns the launch's status: configuration errors only show in
+ * cudaGetLastError(). */
 template <typename Launch>
 cudaError_t for_layouts(const fsg_gemm &g, Launch &&launch) {
     using Col = std::true_type;
     using Row = std::false_type;
+    auto with_index = [&](auto a_trans, auto b_trans) {
+        if (offsets_fit_int32(g)) launch(a_trans, b_trans, type_tag<int32_t>{});
+        else launch(a_trans, b_trans, type_tag<int64_t>{});
+    };
     if (g.a_trans) {
-        if (g.b_trans) launch(Col{}, Col{});
-        else launch(Col{}, Row{});
+        if (g.b_trans) with_index(Col{}, Col{});
+        else with_index(Col{}, Row{});
     } else {
-        if (g.b_trans) launch(Row{}, Col{});
-        else launch(Row{}, Row{});
+        if (g.b_trans) with_index(Row{}, Col{});
+        else with_index(Row{}, Row{});
     }
     return cudaGetLastError();
 }
@@ -98,9 +126,9 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
  * no bounds checks and partial tiles cost nothing extra. Consecutive threads
  * take consecutive addresses in whichever direction the matrix is contiguous,
  * so the warp's reads coalesce for both layouts. */
-template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store>
-__device__ __forceinline__ void load_tile(const float *p, int64_t ld, int64_t rows, int64_t cols, int64_t row0,
-                                          int64_t col0, int tid, Store &&store) {
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Store>
+__device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, Index cols, Index row0, Index col0,
+                                          int tid, Store &&store) {
     static_assert((ROWS * COLS) % THREADS == 0,
                   "every thread copies the same number of elements, so ROWS * COLS must be a multiple of THREADS");
     constexpr int kContiguous = TRANS ? ROWS : COLS;
@@ -109,7 +137,7 @@ __device__ __forceinline__ void load_tile(const float *p, int64_t ld, int64_t ro
         const int e = tid + i * THREADS;
         const int along = e % kContiguous, across = e / kContiguous;
         const int r = TRANS ? along : across, c = TRANS ? across : along;
-        const int64_t gr = row0 + r, gc = col0 + c;
+        const Index gr = row0 + r, gc = col0 + c;
         store(r, c, (gr < rows && gc < cols) ? p[at<TRANS>(gr, gc, ld)] : 0.0f);
     }
 }
@@ -120,20 +148,20 @@ __device__ __forceinline__ void load_tile(const float *p, int64_t ld, int64_t ro
  * row, or an unaligned matrix). store(r, c, v) receives the four values
  * starting at (r, c) and running along the contiguous direction: (r, c..c+3)
  * for a row-major matrix, (r..r+3, c) for a column-major one. */
-template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Store4>
-__device__ __forceinline__ void load_tile_vec4(const float *p, int64_t ld, int64_t rows, int64_t cols, int64_t row0,
-                                               int64_t col0, int tid, Store4 &&store) {
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Store4>
+__device__ __forceinline__ void load_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                               Index col0, int tid, Store4 &&store) {
     constexpr int kContiguous = TRANS ? ROWS : COLS;
     static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
     static_assert((ROWS * COLS / 4) % THREADS == 0,
                   "every thread copies the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
-    const int64_t along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
 #pragma unroll
     for (int i = 0; i < ROWS * COLS / 4 / THREADS; ++i) {
         const int e = tid + i * THREADS;
         const int along = (e % (kContiguous / 4)) * 4, across = e / (kContiguous / 4);
         const int r = TRANS ? along : across, c = TRANS ? across : along;
-        const int64_t g_along = (TRANS ? row0 : col0) + along, g_across = (TRANS ? col0 : row0) + across;
+        const Index g_along = (TRANS ? row0 : col0) + along, g_across = (TRANS ? col0 : row0) + across;
         const float *src = p + (g_across * ld + g_along);  // at<TRANS>, written in along/across terms
         float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (g_across < across_extent) {

@@ -274,3 +274,37 @@ def test_dlpack_cpu_tensor_is_a_host_input(rng):
     result = fastsgemm.sgemm(torch.from_numpy(A), torch.from_numpy(B), kernel="cpu")
     assert isinstance(result, np.ndarray)
     assert_close(result, reference(A, B), what="torch CPU tensors")
+
+
+# ---- offsets past 2^31 elements: the 64-bit index instantiations ----
+
+
+@pytest.fixture(scope="module")
+def huge_buffer():
+    """8.8 GB of device memory, so that operand views can have row strides of 1.1e9 elements."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.mem_get_info()[0] < 12 * 2**30:
+        pytest.skip("needs 12 GiB of free device memory")
+    buffer = torch.full((2_200_000_100,), float("nan"), device="cuda")
+    yield buffer
+    del buffer
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", CUDA_RUNGS)
+def test_offsets_past_2_31(kernel, huge_buffer, rng):
+    """Leading dimensions of 1.1e9 elements: offsets pass 2^31, so kernels must index in 64 bits."""
+    stride = 1_100_000_000
+    m, n, k = 3, 5, 3
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    torch = pytest.importorskip("torch")
+    a = huge_buffer.as_strided((m, k), (stride, 1), 0)  # rows 1.1e9 apart: row-major, lda = 1.1e9
+    b = huge_buffer.as_strided((k, n), (1, stride), 16)  # column-major, ldb = 1.1e9
+    out = huge_buffer.as_strided((m, n), (stride, 1), 64)
+    a.copy_(torch.from_numpy(A))
+    b.copy_(torch.from_numpy(B))
+    c = torch.from_numpy(C).cuda()
+    result = fastsgemm.sgemm(a, b, c, alpha=1.5, beta=-0.5, out=out, kernel=kernel)
+    assert result is out
+    assert_close(out.cpu().numpy(), reference(A, B, C, 1.5, -0.5), what=f"{kernel} with 64-bit offsets")
