@@ -296,12 +296,13 @@ def huge_buffer():
 def test_offsets_past_2_31(kernel, huge_buffer, rng):
     """Leading dimensions of 1.1e9 elements: offsets pass 2^31, so kernels must index in 64 bits."""
     stride = 1_100_000_000
-    m, n, k = 3, 5, 3
+    m, n, k = 3, 2, 3
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     torch = pytest.importorskip("torch")
-    a = huge_buffer.as_strided((m, k), (stride, 1), 0)  # rows 1.1e9 apart: row-major, lda = 1.1e9
-    b = huge_buffer.as_strided((k, n), (1, stride), 16)  # column-major, ldb = 1.1e9
-    out = huge_buffer.as_strided((m, n), (stride, 1), 64)
+    # Three disjoint views of one buffer; A reaches offset 2.2e9, past 2^31.
+    a = huge_buffer.as_strided((m, k), (stride, 1), 0)  # row-major, lda = 1.1e9: elements i*stride + {0,1,2}
+    b = huge_buffer.as_strided((k, n), (1, stride), 16)  # column-major, ldb = 1.1e9: j*stride + {16,17,18}
+    out = huge_buffer.as_strided((m, n), (stride, 1), 64)  # row-major, ldd = 1.1e9: i*stride + {64,65}
     a.copy_(torch.from_numpy(A))
     b.copy_(torch.from_numpy(B))
     c = torch.from_numpy(C).cuda()
