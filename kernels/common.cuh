@@ -142,39 +142,114 @@ __device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, 
     }
 }
 
-/* load_tile, four elements at a time along the contiguous direction: one
- * 128-bit load when VEC (see aligned16) and all four are inside the matrix,
- * element by element with zero fill otherwise (the last, partial chunk of a
- * row, or an unaligned matrix). store(r, c, v) receives the four values
- * starting at (r, c) and running along the contiguous direction: (r, c..c+3)
- * for a row-major matrix, (r..r+3, c) for a column-major one. */
+/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
+ * tid starts at tile element (r, c) and runs four elements along the matrix's
+ * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
+ * column-major one. Consecutive threads take consecutive chunks, so a warp's
+ * accesses coalesce. */
+template <int ROWS, int COLS, int THREADS, bool TRANS>
+struct Vec4Tile {
+    static constexpr int kContiguous = TRANS ? ROWS : COLS;
+    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
+    static_assert((ROWS * COLS / 4) % THREADS == 0,
+                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+
+    __device__ static void chunk(int tid, int i, int &r, int &c) {
+        const int e = tid + i * THREADS;
+        const int along = (e % (kContiguous / 4)) * 4, across = e / (kContiguous / 4);
+        r = TRANS ? along : across;
+        c = TRANS ? across : along;
+    }
+};
+
+/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
+ * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
+ * all four elements are inside the matrix, element by element with zero fill
+ * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
+__device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid,
+                                                float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread]) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const float *src = p + (g_across * ld + g_along);  // at<TRANS>, in along/across terms
+        v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g_across < across_extent) {
+            if (VEC && g_along + 3 < along_extent) {
+                v[i] = *reinterpret_cast<const float4 *>(src);
+            } else {
+                if (g_along + 0 < along_extent) v[i].x = src[0];
+                if (g_along + 1 < along_extent) v[i].y = src[1];
+                if (g_along + 2 < along_extent) v[i].z = src[2];
+                if (g_along + 3 < along_extent) v[i].w = src[3];
+            }
+        }
+    }
+}
+
+/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
+ * values where the kernel's shared-memory layout wants them. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
+__device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
+                                                int tid, Store4 &&store) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        store(r, c, v[i]);
+    }
+}
+
+/* Global to shared memory in one go: fetch_tile_vec4 then store_tile_vec4. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Store4>
 __device__ __forceinline__ void load_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                Index col0, int tid, Store4 &&store) {
-    constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread copies the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    float4 v[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread];
+    fetch_tile_vec4<ROWS, COLS, THREADS, TRANS, VEC, Index>(p, ld, rows, cols, row0, col0, tid, v);
+    store_tile_vec4<ROWS, COLS, THREADS, TRANS>(v, tid, store);
+}
+
+/* cp.async (sm_80+): 16 bytes from global to shared memory without passing
+ * through registers; only the first src_bytes are read, the rest of the 16 are
+ * zero-filled. Both addresses must be 16-byte aligned. */
+__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
+ * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
+ * go, contiguous in shared memory as they are in global memory. Needs an
+ * aligned16 matrix. Chunks past the matrix's edges read only their valid
+ * elements and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Dst>
+__device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid, Dst &&dst) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
     const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
 #pragma unroll
-    for (int i = 0; i < ROWS * COLS / 4 / THREADS; ++i) {
-        const int e = tid + i * THREADS;
-        const int along = (e % (kContiguous / 4)) * 4, across = e / (kContiguous / 4);
-        const int r = TRANS ? along : across, c = TRANS ? across : along;
-        const Index g_along = (TRANS ? row0 : col0) + along, g_across = (TRANS ? col0 : row0) + across;
-        const float *src = p + (g_across * ld + g_along);  // at<TRANS>, written in along/across terms
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (g_across < across_extent) {
-            if (VEC && g_along + 3 < along_extent) {
-                v = *reinterpret_cast<const float4 *>(src);
-            } else {
-                if (g_along + 0 < along_extent) v.x = src[0];
-                if (g_along + 1 < along_extent) v.y = src[1];
-                if (g_along + 2 < along_extent) v.z = src[2];
-                if (g_along + 3 < along_extent) v.w = src[3];
-            }
-        }
-        store(r, c, v);
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const Index left = along_extent - g_along;
+        const int valid = g_across < across_extent ? (left >= 4 ? 4 : (left > 0 ? (int)left : 0)) : 0;
+        // With nothing to read, point at the matrix's first element: a valid, aligned address.
+        const float *src = valid > 0 ? p + (g_across * ld + g_along) : p;
+        cp_async16(dst(r, c), src, valid * 4);
     }
 }
 

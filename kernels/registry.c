@@ -84,6 +84,15 @@ const fsg_rung fsg_rungs[] = {
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
+        .number = 8,
+        .name = "doublebuffer",
+        .idea = "two shared-memory stages: tile k+1 arrives (cp.async or register prefetch) during the math on tile k",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/08_doublebuffer.cu",
+        .launch = fsg_doublebuffer_sgemm,
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
         .number = -1,
         .name = "cublas",
         .idea = "cuBLAS SGEMM in true FP32 (CUBLAS_COMPUTE_32F, never TF32): the yardstick",
