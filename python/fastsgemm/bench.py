@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -68,16 +69,18 @@ class ClockSampler:
             self._thread.join()
 
     def median(self):
-        return statistics.median(self.samples) if self.samples else None
+        return round(statistics.median(self.samples)) if self.samples else None
 
 
 def git_commit():
+    """The checkout's commit, or $FASTSGEMM_GIT_COMMIT where there is no git (a copied work tree)."""
     try:
         root = Path(__file__).resolve().parents[2]
-        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
     except Exception:
-        return None
+        commit = ""
+    return commit or os.environ.get("FASTSGEMM_GIT_COMMIT") or None
 
 
 def main(argv=None):
