@@ -28,6 +28,16 @@ metrics=(
   launch__occupancy_limit_registers
   sm__warps_active.avg.pct_of_peak_sustained_active
   sm__cycles_elapsed.avg.per_second
+  smsp__issue_active.avg.pct_of_peak_sustained_active
+  smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_wait_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio
+  smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio
 )
 report=()
 [ -n "${NCU_OUT:-}" ] && report=(--export "$NCU_OUT" --force-overwrite)

@@ -83,6 +83,7 @@ cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
 /* Copies a rows x cols matrix between two strided views on the GPU

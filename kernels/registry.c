@@ -93,6 +93,15 @@ const fsg_rung fsg_rungs[] = {
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
+        .number = 9,
+        .name = "warptile",
+        .idea = "block tile, warp tile, thread tile: each warp owns a 32 x 64 region, one wavefront per fragment load",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/09_warptile.cu",
+        .launch = fsg_warptile_sgemm,
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
         .number = -1,
         .name = "cublas",
         .idea = "cuBLAS SGEMM in true FP32 (CUBLAS_COMPUTE_32F, never TF32): the yardstick",
