@@ -1,79 +1,89 @@
 /*
  * Rung 9, warptile: block tile, then warp tile, then thread tile.
  *
- * In rung 8 the threads of a warp covered a 16 x 128 strip of the block tile
- * (2 thread rows of 16 threads), so each k-step a warp's fragment loads touched
- * 2 distinct float4s of A and 16 of B: 1 + 2 shared-memory wavefronts per
- * LDS.128. Here the 8 warps tile the 128 x 128 block as 4 x 2 warp tiles of
- * 32 x 64, and a warp's 32 lanes tile its warp tile as 4 x 8 threads, each
- * thread owning two 4 x 4 quarters (half a warp tile apart in each direction).
- * Per k-step a warp now touches 4 distinct float4s of A (64 bytes) and 8 of B
- * (128 bytes): every LDS.128 is one wavefront, a third fewer than rung 8, and a
- * value loaded into registers serves a squarer region (more reuse per load).
- * The epilogue's float4 stores are 4 rows of 128 contiguous bytes per warp.
+ * In rung 8 the threads of a warp covered a 16 x 128 strip of the block tile.
+ * Here the block tile is divided into warp tiles (WM x WN), and each warp's
+ * lanes divide its warp tile among themselves (LANES_M x LANES_N threads), each
+ * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
+ * warp's fragment loads for one k-step are contiguous runs of shared memory and
+ * every value loaded serves the squarest region the registers allow. The shape
+ * is a template configuration (WarpTiling) so that benchmarks/ can sweep it;
+ * the launcher uses kDefault, chosen by measurement (benchmarks/NOTES.md).
  *
- * Everything else is rung 8: two stages, cp.async where layouts agree and the
- * matrix is aligned, register prefetch otherwise, one barrier per k-step,
- * padded rows, BK = 8, 256 threads, two blocks per SM.
- * Limits: m <= 65535 * 128.
+ * Everything else is rung 8: two shared-memory stages, cp.async where layouts
+ * agree and the matrix is aligned, register prefetch otherwise, one barrier per
+ * k-step, padded rows. Shared memory is dynamic, so tiles may pass 48 KiB.
+ * Limits: m <= 65535 * BM.
  */
 #include "common.cuh"
 
-namespace {
+namespace fsg {
+namespace warptile {
 
-constexpr int kBM = 128, kBN = 128, kBK = 8;
-constexpr int kWarpsM = 4, kWarpsN = 2;  // warp tiles per block tile
-constexpr int kLanesM = 4, kLanesN = 8;  // threads per warp tile
-constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;  // 32 x 64
-constexpr int kTM = kWM / kLanesM, kTN = kWN / kLanesN;  // 8 x 8
-constexpr int kThreads = kWarpsM * kWarpsN * 32;
-static_assert(kLanesM * kLanesN == 32, "a warp's lanes tile its warp tile");
-constexpr int kPad = 4;
-// Two blocks per SM (at most 128 registers). The 64-bit-index instantiations,
-// used only for offsets past 2^31, need a few more registers: they get one.
-template <typename Index>
-constexpr int kMinBlocksPerSM = sizeof(Index) == 4 ? 2 : 1;
-static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a warp tile apart");
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int LANES_M, int LANES_N, int MIN_BLOCKS>
+struct WarpTiling {
+    static constexpr int kBM = BM, kBN = BN, kBK = BK;
+    static constexpr int kWarpsM = WARPS_M, kWarpsN = WARPS_N, kLanesM = LANES_M, kLanesN = LANES_N;
+    static constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;  // warp tile
+    static constexpr int kTM = kWM / kLanesM, kTN = kWN / kLanesN;  // thread tile
+    static constexpr int kQM = kTM / 4, kQN = kTN / 4;              // 4 x 4 quarters per thread
+    static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+    static constexpr int kMinBlocks = MIN_BLOCKS;
+    static constexpr int kPad = 4;  // floats per shared-memory row: breaks the transposed stores' bank conflicts
+    static constexpr int kStageFloats = kBK * ((kBM + kPad) + (kBN + kPad));
+    static constexpr size_t kSmemBytes = 2 * kStageFloats * sizeof(float);
 
-template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) warptile_sgemm_kernel(fsg_gemm g) {
-    __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
-    __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
-    using TileA = fsg::Vec4Tile<kBM, kBK, kThreads, A_TRANS>;
-    using TileB = fsg::Vec4Tile<kBK, kBN, kThreads, B_TRANS>;
-    // Straight from global to shared memory when the layouts agree and the matrix is aligned.
+    static_assert(kLanesM * kLanesN == 32, "a warp's 32 lanes tile its warp tile");
+    static_assert(kBM % kWarpsM == 0 && kBN % kWarpsN == 0, "warp tiles must cover the block tile exactly");
+    static_assert(kWM % (4 * kLanesM) == 0 && kWN % (4 * kLanesN) == 0,
+                  "each thread's tile must be whole 4 x 4 quarters");
+    static_assert(kBK % 4 == 0, "tiles move in float4s along k");
+};
+
+// 128 x 128 x 8 block tile, 4 x 2 warps of 32 x 64, 4 x 8 lanes of 8 x 8: the measured best (NOTES.md).
+using kDefault = WarpTiling<128, 128, 8, 4, 2, 4, 8, 2>;
+
+template <typename Cfg, typename Index>
+constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers
+
+template <typename Cfg, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) warptile_sgemm_kernel(fsg_gemm g) {
+    constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kPad = Cfg::kPad, kThreads = Cfg::kThreads;
+    constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kQM = Cfg::kQM, kQN = Cfg::kQN;
+    extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
+    auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
+    auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
+    using TileA = Vec4Tile<kBM, kBK, kThreads, A_TRANS>;
+    using TileB = Vec4Tile<kBK, kBN, kThreads, B_TRANS>;
     constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int warp_row = (warp / kWarpsN) * kWM, warp_col = (warp % kWarpsN) * kWN;
-    // This thread's rows: frag_row + {0..3} and frag_row + kWM/2 + {0..3}; columns likewise.
-    const int frag_row = warp_row + (lane / kLanesN) * 4, frag_col = warp_col + (lane % kLanesN) * 4;
+    const int warp_row = (warp / Cfg::kWarpsN) * kWM, warp_col = (warp % Cfg::kWarpsN) * kWN;
+    // This thread's rows: frag_row + qm * kWM / kQM + {0..3} for each quarter qm; columns likewise.
+    const int frag_row = warp_row + (lane / Cfg::kLanesN) * 4, frag_col = warp_col + (lane % Cfg::kLanesN) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
 
-    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];  // the register route's staging
-
-    // Starts bringing in the tile at k0 for `stage`.
+    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
     auto fetch = [&](Index k0, int stage) {
         if constexpr (kAsyncA)
-            fsg::copy_tile_async<kBM, kBK, kThreads, A_TRANS, Index>(
-                g.a, g.lda, m, k, row0, k0, tid, [&](int r, int p) { return &As[stage][p][r]; });
+            copy_tile_async<kBM, kBK, kThreads, A_TRANS, Index>(g.a, g.lda, m, k, row0, k0, tid,
+                                                                [&](int r, int p) { return &As[stage][p][r]; });
         else
-            fsg::fetch_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
+            fetch_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
         if constexpr (kAsyncB)
-            fsg::copy_tile_async<kBK, kBN, kThreads, B_TRANS, Index>(
-                g.b, g.ldb, k, n, k0, col0, tid, [&](int p, int c) { return &Bs[stage][p][c]; });
+            copy_tile_async<kBK, kBN, kThreads, B_TRANS, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+                                                                [&](int p, int c) { return &Bs[stage][p][c]; });
         else
-            fsg::fetch_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
-        fsg::cp_async_commit();
+            fetch_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
+        cp_async_commit();
     };
-    // Lands what fetch started: registers into shared memory, and this thread's copies complete.
     auto land = [&](int stage) {
         if constexpr (!kAsyncA)
-            fsg::store_tile_vec4<kBM, kBK, kThreads, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
+            store_tile_vec4<kBM, kBK, kThreads, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
                 if constexpr (A_TRANS) {
                     *reinterpret_cast<float4 *>(&As[stage][p][r]) = v;
-                } else {  // columns p..p+3 of row r: transpose on the way in
+                } else {
                     As[stage][p + 0][r] = v.x;
                     As[stage][p + 1][r] = v.y;
                     As[stage][p + 2][r] = v.z;
@@ -81,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) warptile_sge
                 }
             });
         if constexpr (!kAsyncB)
-            fsg::store_tile_vec4<kBK, kBN, kThreads, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
+            store_tile_vec4<kBK, kBN, kThreads, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
                 if constexpr (B_TRANS) {
                     Bs[stage][p + 0][c] = v.x;
                     Bs[stage][p + 1][c] = v.y;
@@ -91,11 +101,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) warptile_sge
                     *reinterpret_cast<float4 *>(&Bs[stage][p][c]) = v;
                 }
             });
-        fsg::cp_async_wait<0>();
+        cp_async_wait<0>();
     };
 
-    float acc[kTM][kTN] = {};
-    float reg_m[kTM], reg_n[kTN];
+    float acc[Cfg::kTM][Cfg::kTN] = {};
+    float reg_m[Cfg::kTM], reg_n[Cfg::kTN];
     const Index tiles = (k + kBK - 1) / kBK;
     if (tiles > 0) {
         fetch(0, 0);
@@ -104,42 +114,53 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) warptile_sge
     __syncthreads();
     for (Index t = 0; t < tiles; ++t) {
         const int stage = (int)(t & 1);
-        if (t + 1 < tiles) fetch((t + 1) * kBK, stage ^ 1);  // in flight during the math below
+        if (t + 1 < tiles) fetch((t + 1) * kBK, stage ^ 1);
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
-            fsg::load4(&As[stage][p][frag_row], &reg_m[0]);
-            fsg::load4(&As[stage][p][frag_row + kWM / 2], &reg_m[4]);
-            fsg::load4(&Bs[stage][p][frag_col], &reg_n[0]);
-            fsg::load4(&Bs[stage][p][frag_col + kWN / 2], &reg_n[4]);
 #pragma unroll
-            for (int i = 0; i < kTM; ++i)
+            for (int q = 0; q < kQM; ++q) load4(&As[stage][p][frag_row + q * (kWM / kQM)], &reg_m[4 * q]);
 #pragma unroll
-                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
+            for (int q = 0; q < kQN; ++q) load4(&Bs[stage][p][frag_col + q * (kWN / kQN)], &reg_n[4 * q]);
+#pragma unroll
+            for (int i = 0; i < Cfg::kTM; ++i)
+#pragma unroll
+                for (int j = 0; j < Cfg::kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
         }
         if (t + 1 < tiles) land(stage ^ 1);
-        // Tile t + 1 is complete for everyone, and nobody reads stage `stage` again
-        // before tile t + 2 is fetched into it.
         __syncthreads();
     }
-    const bool vec_out = fsg::output_aligned16(g);
+    const bool vec_out = output_aligned16(g);
 #pragma unroll
-    for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + frag_row + (i < 4 ? i : kWM / 2 + i - 4);
+    for (int i = 0; i < Cfg::kTM; ++i) {
+        const Index row = row0 + frag_row + (i / 4) * (kWM / kQM) + i % 4;
         if (row >= m) continue;
-        fsg::store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
-        fsg::store_d4(g, row, col0 + frag_col + kWN / 2, &acc[i][4], vec_out);
+#pragma unroll
+        for (int q = 0; q < kQN; ++q) store_d4(g, row, col0 + frag_col + q * (kWN / kQN), &acc[i][4 * q], vec_out);
     }
 }
 
-}  // namespace
-
-extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
-    const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+/* Launches one configuration: the layout/index dispatch, the vector check, and
+ * the dynamic shared-memory opt-in past 48 KiB. */
+template <typename Cfg>
+cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM));
+    const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
+    cudaError_t attribute_status = cudaSuccess;
+    const cudaError_t launch_status = for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) warptile_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else warptile_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        auto kernel = vec ? warptile_sgemm_kernel<Cfg, I, kA, kB, true> : warptile_sgemm_kernel<Cfg, I, kA, kB, false>;
+        if (Cfg::kSmemBytes > 48 * 1024)
+            attribute_status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    (int)Cfg::kSmemBytes);
+        if (attribute_status == cudaSuccess) kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(*g);
     });
+    return attribute_status != cudaSuccess ? attribute_status : launch_status;
+}
+
+}  // namespace warptile
+}  // namespace fsg
+
+extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch<fsg::warptile::kDefault>(g, stream);
 }
