@@ -18,8 +18,11 @@
  *     their registers written to shared memory after it, so their latency hides
  *     behind 64 FMAs per thread per k.
  *
- * Tile parameters: as rung 7 (128 x 128 x 8, two 4 x 4 quarters per thread,
- * padded rows, 256 threads), two stages: 2 x 8.25 KiB of shared memory.
+ * Tile parameters: as rung 7 (128 x 128 block tile, two 4 x 4 quarters per
+ * thread, padded rows, 256 threads) but BK = 16: the profile showed the FMA
+ * pipe starved by the instructions around it, not by memory, and a deeper
+ * k-step halves the fetches, barriers and loop trips per FMA (+11% measured,
+ * benchmarks/NOTES.md). Two stages: 2 x 16.5 KiB of shared memory.
  * __launch_bounds__ keeps two blocks per SM (at most 128 registers).
  * Limits: m <= 65535 * 128. Each warp still reads fragments for a 16 x 128
  * strip of the block tile, and the block tile's shape is fixed.
@@ -29,7 +32,7 @@
 
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kBM = 128, kBN = 128, kBK = 16, kTM = 8, kTN = 8;
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
 constexpr int kPad = 4;
 // Two blocks per SM (at most 128 registers). The 64-bit-index instantiations,

@@ -40,8 +40,9 @@ struct WarpTiling {
     static_assert(kBK % 4 == 0, "tiles move in float4s along k");
 };
 
-// 128 x 128 x 8 block tile, 4 x 2 warps of 32 x 64, 4 x 8 lanes of 8 x 8: the measured best (NOTES.md).
-using kDefault = WarpTiling<128, 128, 8, 4, 2, 4, 8, 2>;
+// 128 x 128 x 16 block tile, 4 x 2 warps of 32 x 64, 4 x 8 lanes of 8 x 8, two blocks per SM: the
+// fastest shape that stays fast on odd sizes in the sweep (benchmarks/NOTES.md, results/raw/).
+using kDefault = WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>;
 
 template <typename Cfg, typename Index>
 constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers

@@ -67,8 +67,8 @@ int main() {
         fsg_gemm g = {m, n, k, 1.0f, 0.0f, a, lda, false, b, ldb, false, nullptr, 0, ref, ldd};
         launch<kDefault>(&g, 0);  // the reference: the default configuration through the real launcher
         cudaDeviceSynchronize();
-        run<WarpTiling<128, 128, 8, 4, 2, 4, 8, 2>>("A 128x128x8 w32x64 l4x8 t8x8 (default)", g, ref, scratch);
-        run<WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>>("B 128x128x16 w32x64 l4x8 t8x8", g, ref, scratch);
+        run<WarpTiling<128, 128, 8, 4, 2, 4, 8, 2>>("A 128x128x8 w32x64 l4x8 t8x8", g, ref, scratch);
+        run<WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>>("B 128x128x16 w32x64 l4x8 t8x8 (default)", g, ref, scratch);
         run<WarpTiling<128, 128, 8, 2, 4, 8, 4, 2>>("C 128x128x8 w64x32 l8x4 t8x8", g, ref, scratch);
         run<WarpTiling<128, 128, 16, 2, 4, 8, 4, 2>>("D 128x128x16 w64x32 l8x4 t8x8", g, ref, scratch);
         run<WarpTiling<128, 256, 8, 2, 4, 4, 8, 1>>("E 128x256x8 w64x64 l4x8 t16x8", g, ref, scratch);
@@ -78,6 +78,10 @@ int main() {
         run<WarpTiling<128, 128, 8, 4, 2, 4, 8, 1>>("I 128x128x8 w32x64 l4x8 t8x8, 1 block/SM", g, ref, scratch);
         run<WarpTiling<128, 128, 8, 2, 2, 8, 4, 1>>("J 128x128x8 4 warps w64x64 l8x4 t8x16", g, ref, scratch);
         run<WarpTiling<64, 128, 16, 2, 4, 4, 8, 3>>("K 64x128x16 w32x32 l4x8 t8x4, 3 blocks/SM", g, ref, scratch);
+        run<WarpTiling<128, 128, 32, 4, 2, 4, 8, 2>>("L 128x128x32 w32x64 l4x8 t8x8", g, ref, scratch);
+        run<WarpTiling<128, 256, 32, 2, 4, 4, 8, 1>>("M 128x256x32 w64x64 l4x8 t16x8", g, ref, scratch);
+        run<WarpTiling<128, 128, 16, 4, 2, 4, 8, 1>>("O 128x128x16 w32x64 l4x8 t8x8, 1 block/SM", g, ref, scratch);
+        run<WarpTiling<256, 128, 32, 4, 2, 8, 4, 1>>("P 256x128x32 w64x64 l8x4 t8x16", g, ref, scratch);
         cudaFree(a);
         cudaFree(b);
         cudaFree(ref);
