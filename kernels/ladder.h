@@ -66,7 +66,8 @@ typedef struct fsg_rung {
     fsg_device device;
     const char *source;  /* the file that holds it, relative to the repository */
     fsg_launcher launch;
-    int64_t max_dim;     /* largest m, n, k (and leading dimension) it accepts */
+    int64_t max_dim;     /* largest m and n it accepts */
+    const char *sass;    /* instructions its idea must compile to (space-separated), checked in CI */
 } fsg_rung;
 
 /* The registry: the only list of rungs (kernels/registry.c). */

@@ -18,6 +18,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CPU,
         .source = "kernels/00_cpu.c",
         .launch = fsg_cpu_sgemm,
+        .sass = "",
         .max_dim = INT64_MAX,
     },
     {
@@ -27,6 +28,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/01_naive.cu",
         .launch = fsg_naive_sgemm,
+        .sass = "LDG.E FFMA",
         .max_dim = GRID_Y_LIMIT(32),
     },
     {
@@ -36,6 +38,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/02_coalesced.cu",
         .launch = fsg_coalesced_sgemm,
+        .sass = "LDG.E FFMA",
         .max_dim = GRID_Y_LIMIT(32),
     },
     {
@@ -45,6 +48,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/03_smem.cu",
         .launch = fsg_smem_sgemm,
+        .sass = "LDS STS BAR.SYNC",
         .max_dim = GRID_Y_LIMIT(32),
     },
     {
@@ -54,6 +58,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/04_tile1d.cu",
         .launch = fsg_tile1d_sgemm,
+        .sass = "LDS STS BAR.SYNC",
         .max_dim = GRID_Y_LIMIT(64),
     },
     {
@@ -63,6 +68,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/05_tile2d.cu",
         .launch = fsg_tile2d_sgemm,
+        .sass = "LDS STS BAR.SYNC",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -72,6 +78,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/06_vectorized.cu",
         .launch = fsg_vectorized_sgemm,
+        .sass = "LDG.E.128 STG.E.128 LDS.128 STS.128",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -81,6 +88,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/07_bankfree.cu",
         .launch = fsg_bankfree_sgemm,
+        .sass = "LDG.E.128 STG.E.128 LDS.128 STS.128",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -90,6 +98,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/08_doublebuffer.cu",
         .launch = fsg_doublebuffer_sgemm,
+        .sass = "LDGSTS.E.BYPASS.128 LDG.E.128 STG.E.128 LDS.128",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -99,6 +108,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/09_warptile.cu",
         .launch = fsg_warptile_sgemm,
+        .sass = "LDGSTS.E.BYPASS.128 LDG.E.128 STG.E.128 LDS.128",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -108,6 +118,7 @@ const fsg_rung fsg_rungs[] = {
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/cublas.c",
         .launch = fsg_cublas_sgemm,
+        .sass = "",
         .max_dim = INT64_MAX,
     },
 };

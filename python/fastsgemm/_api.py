@@ -25,10 +25,12 @@ class KernelInfo(NamedTuple):
     device: str  # "cpu" or "cuda"
     source: str  # the file that holds it
     max_dim: int  # largest M and N it takes
+    sass: tuple  # instructions its idea compiles to, checked in CI (tests/test_compiled_kernels.py)
 
 
 _REGISTRY = tuple(
-    KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"])
+    KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
+               tuple(r["sass"].split()))
     for r in _sgemm.rungs()
 )
 _INDEX = {info.name: i for i, info in enumerate(_REGISTRY)}
@@ -38,7 +40,8 @@ KERNELS = tuple(info.name for info in _REGISTRY)
 
 
 def kernels() -> list[KernelInfo]:
-    """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N."""
+    """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N,
+    and the SASS instructions the rung's idea compiles to."""
     return list(_REGISTRY)
 
 

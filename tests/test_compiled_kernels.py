@@ -1,0 +1,108 @@
+"""What the compiler makes of each rung, checked without a GPU (CI runs these).
+
+Every CUDA rung is compiled for sm_90 with the build's own nvcc flags and
+`-Xptxas -v`: no rung may spill registers, and from tile2d up no rung may have
+a stack frame (an accumulator array that went to local memory). Then its SASS
+(cuobjdump) must contain the instructions its idea is about, as the registry
+lists them (fastsgemm.kernels()[i].sass): 128-bit loads and stores from
+vectorized up, LDGSTS (cp.async) in doublebuffer and warptile, ...
+"""
+import ast
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fastsgemm
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCH = "sm_90"
+NO_STACK_FROM_RUNG = 5  # tile2d: register tiles from here on must live in registers
+
+
+def nvcc_flags():
+    """NVCC_FLAGS exactly as setup.py builds with them."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NVCC_FLAGS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no NVCC_FLAGS")
+
+
+def find_tool(name):
+    """A CUDA tool on PATH, under $CUDA_HOME, or from the nvidia-cuda-* wheels of the test extras."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / name).exists():
+            return str(Path(home) / "bin" / name)
+    for site in sys.path:
+        hits = glob.glob(os.path.join(site, "nvidia", "cu*", "bin", name))
+        if hits:
+            return hits[0]
+    return None
+
+
+NVCC = find_tool("nvcc")
+CUOBJDUMP = find_tool("cuobjdump")
+CUDA_RUNGS = [k for k in fastsgemm.kernels() if k.source.endswith(".cu")]
+
+pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """rung name -> (ptxas report, object file), each rung compiled once."""
+    out_dir = tmp_path_factory.mktemp("sass")
+    results = {}
+    for k in CUDA_RUNGS:
+        obj = out_dir / (Path(k.source).stem + ".o")
+        command = [NVCC, *nvcc_flags(), f"-arch={ARCH}", "-Xptxas", "-v", "-I", str(ROOT / "kernels"), "-c",
+                   str(ROOT / k.source), "-o", str(obj)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, f"{k.source} does not compile:\n{done.stderr}"
+        results[k.name] = (done.stdout + done.stderr, obj)
+    return results
+
+
+@pytest.mark.parametrize("kernel", CUDA_RUNGS, ids=[k.name for k in CUDA_RUNGS])
+def test_no_spills(kernel, compiled):
+    report, _ = compiled[kernel.name]
+    usages = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    assert usages, f"no ptxas resource report for {kernel.source}:\n{report}"
+    spilling = [u for u in usages if u[1] != "0" or u[2] != "0"]
+    assert not spilling, f"{kernel.name} spills registers in {len(spilling)} instantiation(s): {spilling}"
+    if kernel.rung is not None and kernel.rung >= NO_STACK_FROM_RUNG:
+        framed = [u for u in usages if u[0] != "0"]
+        assert not framed, f"{kernel.name} has a stack frame in {len(framed)} instantiation(s): {framed}"
+
+
+def sass_opcodes(obj):
+    dump = subprocess.run([CUOBJDUMP, "-sass", str(obj)], capture_output=True, text=True)
+    assert dump.returncode == 0, dump.stderr
+    opcodes = set(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", dump.stdout))
+    assert opcodes, "cuobjdump printed no instructions"
+    return opcodes
+
+
+@pytest.mark.parametrize("kernel", [k for k in CUDA_RUNGS if k.sass], ids=[k.name for k in CUDA_RUNGS if k.sass])
+def test_sass_has_the_rungs_instructions(kernel, compiled):
+    assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
+    opcodes = sass_opcodes(compiled[kernel.name][1])
+    for claim in kernel.sass:
+        assert any(op == claim or op.startswith(claim + ".") for op in opcodes), (
+            f"{kernel.name} claims {claim} but its SASS has none; it has {sorted(opcodes)}")
+
+
+def test_scalar_rungs_have_no_vector_global_loads(compiled):
+    """The claims can fail: rungs before vectorized must not already use 128-bit global loads."""
+    assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
+    for k in CUDA_RUNGS:
+        if k.rung is not None and k.rung < 6:
+            assert "LDG.E.128" not in sass_opcodes(compiled[k.name][1]), k.name
