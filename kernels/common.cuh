@@ -132,16 +132,13 @@ __device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, 
     static_assert((ROWS * COLS) % THREADS == 0,
                   "every thread copies the same number of elements, so ROWS * COLS must be a multiple of THREADS");
     constexpr int kContiguous = TRANS ? ROWS : COLS;
-    // Most tiles lie wholly inside the matrix: one test for the whole block (no
-    // divergence) spares them the per-element bounds checks.
-    const bool inside = row0 + ROWS <= rows && col0 + COLS <= cols;
 #pragma unroll
     for (int i = 0; i < ROWS * COLS / THREADS; ++i) {
         const int e = tid + i * THREADS;
         const int along = e % kContiguous, across = e / kContiguous;
         const int r = TRANS ? along : across, c = TRANS ? across : along;
         const Index gr = row0 + r, gc = col0 + c;
-        store(r, c, (inside || (gr < rows && gc < cols)) ? p[at<TRANS>(gr, gc, ld)] : 0.0f);
+        store(r, c, (gr < rows && gc < cols) ? p[at<TRANS>(gr, gc, ld)] : 0.0f);
     }
 }
 
@@ -176,17 +173,12 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
                                                 float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread]) {
     using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
     const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
-    const bool inside = row0 + ROWS <= rows && col0 + COLS <= cols;  // as in load_tile
 #pragma unroll
     for (int i = 0; i < Tile::kPerThread; ++i) {
         int r, c;
         Tile::chunk(tid, i, r, c);
         const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
         const float *src = p + (g_across * ld + g_along);  // at<TRANS>, in along/across terms
-        if (VEC && inside) {
-            v[i] = *reinterpret_cast<const float4 *>(src);
-            continue;
-        }
         v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (g_across < across_extent) {
             if (VEC && g_along + 3 < along_extent) {
@@ -248,14 +240,13 @@ __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index 
                                                 Index col0, int tid, Dst &&dst) {
     using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
     const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
-    const bool inside = row0 + ROWS <= rows && col0 + COLS <= cols;  // as in load_tile
 #pragma unroll
     for (int i = 0; i < Tile::kPerThread; ++i) {
         int r, c;
         Tile::chunk(tid, i, r, c);
         const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
         const Index left = along_extent - g_along;
-        const int valid = inside ? 4 : g_across < across_extent ? (left >= 4 ? 4 : (left > 0 ? (int)left : 0)) : 0;
+        const int valid = g_across < across_extent ? (left >= 4 ? 4 : (left > 0 ? (int)left : 0)) : 0;
         // With nothing to read, point at the matrix's first element: a valid, aligned address.
         const float *src = valid > 0 ? p + (g_across * ld + g_along) : p;
         cp_async16(dst(r, c), src, valid * 4);
