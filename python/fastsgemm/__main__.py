@@ -1,5 +1,5 @@
 """python -m fastsgemm: show the device, check every rung against float64
-NumPy on a few awkward shapes, and time each rung once from the host.
+NumPy on a few awkward shapes, and time the ladder at one size beside cuBLAS.
 
 Runs anywhere: without a GPU it checks the cpu rung and says why the rest is
 skipped. Exits non-zero if any check fails.
@@ -12,7 +12,7 @@ import numpy as np
 import fastsgemm
 
 CHECK_SHAPES = [(1, 1, 1), (17, 33, 65), (127, 131, 137), (500, 3, 700)]
-TIMING_SIZE = 1024
+TIMING_SIZE = 2048
 TOLERANCE = 1e-5
 
 
@@ -48,21 +48,27 @@ def main() -> int:
         failures += not ok
         print(f"  {k.name:<12} worst {worst:.2e}  {'ok' if ok else 'FAILED'}")
 
-    n = TIMING_SIZE
-    A = rng.standard_normal((n, n), dtype=np.float32)
-    B = rng.standard_normal((n, n), dtype=np.float32)
-    print(f"\none host call at {n}^3, NumPy in and out (GPU rungs include the transfers; median of 5):")
-    print(f"  {'kernel':<12} {'ms':>9} {'GFLOP/s':>9}")
-    for name, run in [("numpy", lambda: A @ B)] + [(k.name, lambda k=k: fastsgemm.sgemm(A, B, kernel=k.name)) for k in rungs]:
-        run()
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-        ms = float(np.median(times)) * 1e3
-        print(f"  {name:<12} {ms:9.2f} {2 * n**3 / ms / 1e6:9.1f}")
-    print("\nkernel timings on device memory, with CUDA events and cuBLAS beside them: benchmarks/")
+    if fastsgemm.cuda_available():
+        n = TIMING_SIZE
+        print(f"\nthe ladder at {n}^3 on device memory (CUDA events, median of 10, random inputs):")
+        print(f"  {'kernel':<12} {'ms':>9} {'GFLOP/s':>9} {'% of cuBLAS':>12}")
+        rows = [fastsgemm.benchmark(k.name, n, n, n, repeats=10, warmup=2, check=False) for k in rungs if k.device == "cuda"]
+        base = next(r for r in rows if r["kernel"] == "cublas")["gflops"]
+        for r in rows:
+            print(f"  {r['kernel']:<12} {r['median_ms']:9.3f} {r['gflops']:9.0f} {100 * r['gflops'] / base:11.1f}%")
+    else:
+        n = 256
+        A = rng.standard_normal((n, n), dtype=np.float32)
+        B = rng.standard_normal((n, n), dtype=np.float32)
+        cpu = fastsgemm.benchmark("cpu", n, n, n, repeats=10, warmup=2, check=False)
+        start = time.perf_counter()
+        for _ in range(10):
+            A @ B
+        numpy_ms = (time.perf_counter() - start) * 100
+        print(f"\nthe cpu rung at {n}^3 (median of 10): {cpu['median_ms']:.2f} ms, {cpu['gflops']:.1f} GFLOP/s; "
+              f"numpy.matmul (multi-threaded BLAS): {numpy_ms:.2f} ms")
+        print("the CUDA rungs need a GPU: none is usable here")
+    print("\nsweeps over sizes, plots and profiles: python -m fastsgemm.bench --help, benchmarks/")
     return 1 if failures else 0
 
 

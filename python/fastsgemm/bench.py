@@ -1,8 +1,10 @@
 """python -m fastsgemm.bench: time the ladder against cuBLAS over sizes.
 
-    python -m fastsgemm.bench                       # square 128 .. 8192
+    python -m fastsgemm.bench                       # square 128 .. 16384, every rung
+    python -m fastsgemm.bench --quick               # three shapes, under a minute
     python -m fastsgemm.bench --sizes 4096 8192 4095x4097x4093 --kernels naive tile2d
     python -m fastsgemm.bench --out benchmarks/results/h100
+    python -m fastsgemm.bench --end-to-end          # whole Python calls, beside NumPy, CuPy, torch
 
 Every row is checked once against cuBLAS; cuBLAS (true FP32) is always timed
 in the same run and each rung's ratio to it is reported. The SM clock is
@@ -23,10 +25,22 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
+
 import fastsgemm
 
-# Rungs too slow to time at every size: the largest M*N*K each is timed at.
-SLOW_RUNG_LIMIT = {"cpu": 512**3, "naive": 4096**3}
+# Rungs too slow to time at every size: the largest M*N*K each is timed at (the table says so).
+SLOW_RUNG_LIMIT = {"cpu": 512**3, "naive": 4096**3, "coalesced": 8192**3, "smem": 8192**3}
+DEFAULT_SIZES = [[n] * 3 for n in (128, 256, 512, 1024, 2048, 4096, 8192, 16384)]
+QUICK_SIZES = [[1024] * 3, [4096] * 3, [4095, 4097, 4093]]  # under a minute on an H100, all rungs
+
+
+def progress(done, total, label):
+    """A one-line progress bar on stderr (redrawn in place on a terminal)."""
+    width = 30
+    filled = width * done // max(total, 1)
+    end = "\n" if done == total or not sys.stderr.isatty() else ""
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}", end=end, file=sys.stderr, flush=True)
 
 
 def parse_shape(text):
@@ -83,27 +97,122 @@ def git_commit():
     return commit or os.environ.get("FASTSGEMM_GIT_COMMIT") or None
 
 
+def _median_wall_ms(call, repeats, warmup=2):
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _median_event_ms(call, repeats, events, warmup=2):
+    """GPU time between an event before and after a whole Python call: includes its overhead."""
+    make_event, synchronize = events
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeats):
+        start, stop = make_event(), make_event()
+        start.record()
+        call()
+        stop.record()
+        times.append(synchronize(start, stop))
+    return statistics.median(times)
+
+
+def end_to_end(sizes, kernels, repeats):
+    """Whole calls as a notebook makes them: host arrays (transfers included) and device arrays
+    (call overhead included), beside numpy.matmul and, where installed, CuPy and torch."""
+    rows = []
+    rng = np.random.default_rng(0)
+    cupy = torch = None
+    try:
+        import cupy
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False  # the FP32 baseline, never TF32
+    except ImportError:
+        pass
+    for m, n, k in sizes:
+        A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        paths = {"numpy.matmul (host)": lambda: np.matmul(A, B)}
+        for name in kernels:
+            paths[f"fastsgemm {name} (host arrays)"] = lambda name=name: fastsgemm.sgemm(A, B, kernel=name)
+        if cupy is not None:
+            paths["cupy round trip (host)"] = lambda: cupy.asnumpy(cupy.asarray(A) @ cupy.asarray(B))
+        if torch is not None:
+            paths["torch round trip (host)"] = lambda: (torch.from_numpy(A).cuda() @ torch.from_numpy(B).cuda()).cpu().numpy()
+        for label, call in paths.items():
+            rows.append({"M": m, "N": n, "K": k, "path": label, "ms": _median_wall_ms(call, repeats), "timer": "wall"})
+        device = {}
+        if cupy is not None:
+            a, b = cupy.asarray(A), cupy.asarray(B)
+            events = (cupy.cuda.Event, lambda s, e: (e.synchronize(), cupy.cuda.get_elapsed_time(s, e))[1])
+            for name in kernels:
+                device[f"fastsgemm {name} (cupy arrays)"] = (lambda name=name: fastsgemm.sgemm(a, b, kernel=name), events)
+            device["cupy.matmul"] = (lambda: a @ b, events)
+        if torch is not None:
+            ta, tb = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+            tevents = (lambda: torch.cuda.Event(enable_timing=True), lambda s, e: (e.synchronize(), s.elapsed_time(e))[1])
+            for name in kernels:
+                device[f"fastsgemm {name} (torch tensors)"] = (lambda name=name: fastsgemm.sgemm(ta, tb, kernel=name), tevents)
+            device["torch.matmul"] = (lambda: ta @ tb, tevents)
+        for label, (call, events) in device.items():
+            rows.append({"M": m, "N": n, "K": k, "path": label, "ms": _median_event_ms(call, repeats, events), "timer": "cuda events"})
+    print(f"\n{'shape':>16} {'path':<42} {'ms':>10} {'GFLOP/s':>9}  timer")
+    for r in rows:
+        shape = f"{r['M']}x{r['N']}x{r['K']}"
+        print(f"{shape:>16} {r['path']:<42} {r['ms']:10.3f} {2 * r['M'] * r['N'] * r['K'] / r['ms'] / 1e6:9.1f}  {r['timer']}")
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", type=parse_shape, default=[[n] * 3 for n in (128, 256, 512, 1024, 2048, 4096, 8192)])
+    parser.add_argument("--sizes", nargs="+", type=parse_shape, default=None,
+                        help="N (square) or MxNxK, e.g. 4096 4095x4097x4093 (default: square 128 .. 16384)")
+    parser.add_argument("--quick", action="store_true", help="three shapes, fewer repeats: under a minute")
     parser.add_argument("--kernels", nargs="+", default=None, help="rungs to time (default: all GPU rungs)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--beta", type=float, default=0.0)
     parser.add_argument("--out", type=Path, default=None, help="write <out>.json and <out>.csv")
+    parser.add_argument("--end-to-end", action="store_true",
+                        help="time whole Python calls (host arrays with transfers, device arrays with call overhead) "
+                             "beside numpy.matmul, CuPy and torch, instead of kernels alone")
     args = parser.parse_args(argv)
 
+    sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    if args.quick:
+        args.repeats, args.warmup = min(args.repeats, 10), min(args.warmup, 2)
     if not fastsgemm.cuda_available():
         print("no usable CUDA device: nothing to time", file=sys.stderr)
         return 1
     info = fastsgemm.device_info()
+    if args.end_to_end:
+        e2e_sizes = args.sizes or [[64] * 3, [256] * 3, [1024] * 3, [4096] * 3]
+        rows = end_to_end(e2e_sizes, args.kernels or ["auto", "warptile"], min(args.repeats, 20))
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            meta = {"device": info, "git_commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        return 0
     names = args.kernels or [k.name for k in fastsgemm.kernels() if k.device == "cuda" and k.name != "cublas"]
     lanes = info["fp32_lanes_per_sm"] * info["sm_count"] * 2
     rows = []
-    for m, n, k in args.sizes:
+    total, done = len(sizes) * (1 + len(names)), 0
+    for m, n, k in sizes:
         shape_rows = []
         for name in ["cublas", *names]:
+            done += 1
+            progress(done, total, f"{m}x{n}x{k} {name}")
             if m * n * k > SLOW_RUNG_LIMIT.get(name, float("inf")):
                 rows.append({"kernel": name, "M": m, "N": n, "K": k, "skipped": "too slow at this size"})
                 continue
@@ -113,7 +222,6 @@ def main(argv=None):
             row["sm_clock_mhz"] = clock.median()
             row["peak_gflops_at_clock"] = lanes * row["sm_clock_mhz"] / 1000 if row["sm_clock_mhz"] else None
             shape_rows.append(row)
-            print(f"  {m}x{n}x{k} {name}: {row['gflops']:.0f} GFLOP/s", file=sys.stderr, flush=True)
         base = next(r for r in shape_rows if r["kernel"] == "cublas")
         for row in shape_rows:
             row["ratio_to_cublas"] = row["gflops"] / base["gflops"]
