@@ -17,6 +17,8 @@ FP32_TOLERANCE = 1e-5  # relative Frobenius error against float64, K <= 4096
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is not None and not fastsgemm.cuda_available():
         pytest.skip(f"needs a CUDA device: {fastsgemm._api._cuda_status()[1]}")
+    if item.get_closest_marker("sanitizer") is not None and "sanitizer" not in item.config.getoption("markexpr"):
+        pytest.skip("compute-sanitizer runs take minutes: opt in with -m sanitizer")
 
 
 def rung_params(device=None):

@@ -2,7 +2,9 @@
 misaligned views (offset pointers, odd leading dimensions), both layouts and
 alpha/beta, on device arrays. Exits non-zero on a wrong result.
 
-    compute-sanitizer --tool memcheck python tests/sanitizer_workload.py
+    compute-sanitizer --tool memcheck python tests/sanitizer_workload.py [--large]
+
+--large adds 4095 x 4097 x 4093 (slow under racecheck). tests/test_sanitizer.py runs every tool.
 """
 import sys
 
@@ -16,12 +18,13 @@ SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3)]
 def main():
     import cupy
 
+    shapes = SHAPES + ([(4095, 4097, 4093)] if "--large" in sys.argv else [])
     rng = np.random.default_rng(5)
     failures = 0
     for k in fastsgemm.kernels():
         if k.device != "cuda":
             continue
-        for m, n, kk in SHAPES:
+        for m, n, kk in shapes:
             A = rng.standard_normal((m, kk), dtype=np.float32)
             B = rng.standard_normal((kk, n), dtype=np.float32)
             C = rng.standard_normal((m, n), dtype=np.float32)

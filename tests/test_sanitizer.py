@@ -1,0 +1,33 @@
+"""compute-sanitizer over every CUDA rung: memcheck, racecheck, initcheck and
+synccheck, on odd shapes and misaligned views (tests/sanitizer_workload.py).
+GPU only and opt-in, since each tool slows kernels 10-1000x:
+
+    python -m pytest -m sanitizer
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKLOAD = Path(__file__).resolve().parent / "sanitizer_workload.py"
+SANITIZER = shutil.which("compute-sanitizer")
+
+
+@pytest.mark.gpu
+@pytest.mark.sanitizer
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "initcheck", "synccheck"])
+def test_compute_sanitizer_is_clean(tool):
+    if SANITIZER is None:
+        pytest.skip("compute-sanitizer is not on PATH")
+    pytest.importorskip("cupy")
+    command = [SANITIZER, "--tool", tool, "--error-exitcode", "99"]
+    if tool == "memcheck":
+        command += ["--leak-check", "full"]
+    command += [sys.executable, str(WORKLOAD), "--large"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3000)
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, f"{tool} failed (exit {done.returncode}):\n{report[-4000:]}"
+    assert "ERROR SUMMARY: 0 errors" in report, report[-4000:]
+    assert "sanitizer workload: 0 failures" in report, report[-4000:]
