@@ -436,6 +436,14 @@ exit:
     return result;
 }
 
+/* release_thread_resources(): frees what this thread holds (its cuBLAS handle). */
+static PyObject *release_thread_resources(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    fsg_cublas_release_thread_handle();
+    Py_RETURN_NONE;
+}
+
 /* ---- the registry ---- */
 
 static PyObject *rungs(PyObject *module, PyObject *unused) {
@@ -816,6 +824,8 @@ static PyMethodDef module_methods[] = {
     {"fill_uniform", (PyCFunction)(void (*)(void))fill_uniform, METH_FASTCALL,
      "fill_uniform(pointer, count, seed, stream): uniform [-1, 1) floats in device memory"},
     {"rungs", rungs, METH_NOARGS, "rungs() -> the registry, in ladder order, as a list of dicts"},
+    {"release_thread_resources", release_thread_resources, METH_NOARGS,
+     "release_thread_resources(): destroy the calling thread's cuBLAS handle, if any"},
     {"device_count", device_count, METH_NOARGS, "device_count() -> number of CUDA devices; raises CudaError"},
     {"current_device", current_device, METH_NOARGS, "current_device() -> this thread's CUDA device ordinal"},
     {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},

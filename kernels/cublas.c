@@ -15,7 +15,10 @@
  * into D on the same stream.
  *
  * Handles: one per host thread and device, created on first use and destroyed
- * when the thread ends, so concurrent callers never share a handle.
+ * when the thread ends, so concurrent callers never share a handle. The main
+ * thread's is destroyed at interpreter exit (fsg_cublas_release_thread_handle,
+ * registered with atexit by the package): thread-exit destructors never run
+ * for the main thread.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -86,6 +89,14 @@ static cudaError_t get_handle(cublasHandle_t *out) {
     pthread_setspecific(handle_key, th);
     *out = th->handle;
     return cudaSuccess;
+}
+
+void fsg_cublas_release_thread_handle(void) {
+    if (pthread_once(&handle_key_once, make_handle_key) != 0) return;
+    thread_handle *th = pthread_getspecific(handle_key);
+    if (th == NULL) return;
+    pthread_setspecific(handle_key, NULL);
+    destroy_thread_handle(th);
 }
 
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream) {

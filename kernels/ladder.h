@@ -87,6 +87,9 @@ cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
+/* Destroys the calling thread's cuBLAS handle, if it has one (kernels/cublas.c). */
+void fsg_cublas_release_thread_handle(void);
+
 /* Copies a rows x cols matrix between two strided views on the GPU
  * (strides in elements, any sign). Used to pack odd layouts, to seed D with C
  * and to scatter a temporary result into its final view

@@ -15,10 +15,8 @@ import fastsgemm
 SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3)]
 
 
-def main():
-    import cupy
-
-    shapes = SHAPES + ([(4095, 4097, 4093)] if "--large" in sys.argv else [])
+def run(cupy, shapes):
+    """Every CUDA rung on every shape and view; returns the number of wrong results."""
     rng = np.random.default_rng(5)
     failures = 0
     for k in fastsgemm.kernels():
@@ -46,6 +44,14 @@ def main():
                     failures += 1
                     print(f"FAILED {k.name} {m}x{n}x{kk} {label}: relative error {error:.2e}")
     cupy.cuda.Device().synchronize()
+    return failures
+
+
+def main():
+    import cupy
+
+    shapes = SHAPES + ([(4095, 4097, 4093)] if "--large" in sys.argv else [])
+    failures = run(cupy, shapes)  # every array it made is gone when it returns
     cupy.get_default_memory_pool().free_all_blocks()  # CuPy's cached blocks are not leaks of ours
     print(f"sanitizer workload: {failures} failures")
     return 1 if failures else 0

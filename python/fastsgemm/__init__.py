@@ -17,10 +17,16 @@ from ._api import (
     sgemm,
     sgemm_raw,
 )
+import atexit as _atexit
+
+from . import _sgemm
 from ._bench import benchmark
 from ._device_array import DeviceArray, to_device
 
 __version__ = "0.1.0"
+
+# Threads free their cuBLAS handles when they end; the main thread never "ends", so it frees its own here.
+_atexit.register(_sgemm.release_thread_resources)
 
 __all__ = [
     "KERNELS",
