@@ -6,6 +6,7 @@ alpha/beta, on device arrays. Exits non-zero on a wrong result.
 
 --large adds 4095 x 4097 x 4093 (slow under racecheck). tests/test_sanitizer.py runs every tool.
 """
+import gc
 import sys
 
 import numpy as np
@@ -51,7 +52,8 @@ def main():
     import cupy
 
     shapes = SHAPES + ([(4095, 4097, 4093)] if "--large" in sys.argv else [])
-    failures = run(cupy, shapes)  # every array it made is gone when it returns
+    failures = run(cupy, shapes)  # every array it made is gone when it returns...
+    gc.collect()  # ...including any held only by reference cycles
     cupy.get_default_memory_pool().free_all_blocks()  # CuPy's cached blocks are not leaks of ours
     print(f"sanitizer workload: {failures} failures")
     return 1 if failures else 0
