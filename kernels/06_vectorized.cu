@@ -43,25 +43,11 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) 
     for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
         fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(
             g.a, g.lda, g.m, g.k, row0, k0, tid, [&](int r, int p, float4 v) {
-                if constexpr (A_TRANS) {  // rows r..r+3 of column p: already As's layout
-                    *reinterpret_cast<float4 *>(&As[p][r]) = v;
-                } else {  // columns p..p+3 of row r: transpose on the way in
-                    As[p + 0][r] = v.x;
-                    As[p + 1][r] = v.y;
-                    As[p + 2][r] = v.z;
-                    As[p + 3][r] = v.w;
-                }
+                fsg::store4_kmajor<!A_TRANS>(&As[0][0], kBM, p, r, v);  // row-major A: transposed on the way in
             });
         fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(
             g.b, g.ldb, g.k, g.n, k0, col0, tid, [&](int p, int c, float4 v) {
-                if constexpr (B_TRANS) {  // rows p..p+3 of column c
-                    Bs[p + 0][c] = v.x;
-                    Bs[p + 1][c] = v.y;
-                    Bs[p + 2][c] = v.z;
-                    Bs[p + 3][c] = v.w;
-                } else {
-                    *reinterpret_cast<float4 *>(&Bs[p][c]) = v;
-                }
+                fsg::store4_kmajor<B_TRANS>(&Bs[0][0], kBN, p, c, v);
             });
         __syncthreads();
 #pragma unroll

@@ -45,71 +45,26 @@ template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) doublebuffer_sgemm_kernel(fsg_gemm g) {
     __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
     __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
-    using TileA = fsg::Vec4Tile<kBM, kBK, kThreads, A_TRANS>;
-    using TileB = fsg::Vec4Tile<kBK, kBN, kThreads, B_TRANS>;
-    // Straight from global to shared memory when the layouts agree and the matrix is aligned.
-    constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
-
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
     const int frag_row = thread_row * 4, frag_col = thread_col * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-
-    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];  // the register route's staging
-
-    // Starts bringing in the tile at k0 for `stage`.
-    auto fetch = [&](Index k0, int stage) {
-        if constexpr (kAsyncA)
-            fsg::copy_tile_async<kBM, kBK, kThreads, A_TRANS, Index>(
-                g.a, g.lda, m, k, row0, k0, tid, [&](int r, int p) { return &As[stage][p][r]; });
-        else
-            fsg::fetch_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
-        if constexpr (kAsyncB)
-            fsg::copy_tile_async<kBK, kBN, kThreads, B_TRANS, Index>(
-                g.b, g.ldb, k, n, k0, col0, tid, [&](int p, int c) { return &Bs[stage][p][c]; });
-        else
-            fsg::fetch_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
-        fsg::cp_async_commit();
-    };
-    // Lands what fetch started: registers into shared memory, and this thread's copies complete.
-    auto land = [&](int stage) {
-        if constexpr (!kAsyncA)
-            fsg::store_tile_vec4<kBM, kBK, kThreads, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
-                if constexpr (A_TRANS) {
-                    *reinterpret_cast<float4 *>(&As[stage][p][r]) = v;
-                } else {  // columns p..p+3 of row r: transpose on the way in
-                    As[stage][p + 0][r] = v.x;
-                    As[stage][p + 1][r] = v.y;
-                    As[stage][p + 2][r] = v.z;
-                    As[stage][p + 3][r] = v.w;
-                }
-            });
-        if constexpr (!kAsyncB)
-            fsg::store_tile_vec4<kBK, kBN, kThreads, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
-                if constexpr (B_TRANS) {
-                    Bs[stage][p + 0][c] = v.x;
-                    Bs[stage][p + 1][c] = v.y;
-                    Bs[stage][p + 2][c] = v.z;
-                    Bs[stage][p + 3][c] = v.w;
-                } else {
-                    *reinterpret_cast<float4 *>(&Bs[stage][p][c]) = v;
-                }
-            });
-        fsg::cp_async_wait<0>();
-    };
+    // The pipeline (common.cuh): fetch() starts the next tiles' journey, land() completes it.
+    fsg::TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
+                                                                                         row0, col0, tid};
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
-    const Index tiles = (k + kBK - 1) / kBK;
-    if (tiles > 0) {
-        fetch(0, 0);
-        land(0);
+    const Index steps = (k + kBK - 1) / kBK;
+    if (steps > 0) {
+        tiles.fetch(0, 0);
+        tiles.land(0);
     }
     __syncthreads();
-    for (Index t = 0; t < tiles; ++t) {
+    for (Index t = 0; t < steps; ++t) {
         const int stage = (int)(t & 1);
-        if (t + 1 < tiles) fetch((t + 1) * kBK, stage ^ 1);  // in flight during the math below
+        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);  // in flight during the math below
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
             fsg::load4(&As[stage][p][frag_row], &reg_m[0]);
@@ -121,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) doublebuffer
 #pragma unroll
                 for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
         }
-        if (t + 1 < tiles) land(stage ^ 1);
+        if (t + 1 < steps) tiles.land(stage ^ 1);
         // Tile t + 1 is complete for everyone, and nobody reads stage `stage` again
         // before tile t + 2 is fetched into it.
         __syncthreads();

@@ -54,68 +54,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) wa
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
     auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
     auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
-    using TileA = Vec4Tile<kBM, kBK, kThreads, A_TRANS>;
-    using TileB = Vec4Tile<kBK, kBN, kThreads, B_TRANS>;
-    constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
-
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int warp_row = (warp / Cfg::kWarpsN) * kWM, warp_col = (warp % Cfg::kWarpsN) * kWN;
     // This thread's rows: frag_row + qm * kWM / kQM + {0..3} for each quarter qm; columns likewise.
     const int frag_row = warp_row + (lane / Cfg::kLanesN) * 4, frag_col = warp_col + (lane % Cfg::kLanesN) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-
-    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
-    auto fetch = [&](Index k0, int stage) {
-        if constexpr (kAsyncA)
-            copy_tile_async<kBM, kBK, kThreads, A_TRANS, Index>(g.a, g.lda, m, k, row0, k0, tid,
-                                                                [&](int r, int p) { return &As[stage][p][r]; });
-        else
-            fetch_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
-        if constexpr (kAsyncB)
-            copy_tile_async<kBK, kBN, kThreads, B_TRANS, Index>(g.b, g.ldb, k, n, k0, col0, tid,
-                                                                [&](int p, int c) { return &Bs[stage][p][c]; });
-        else
-            fetch_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
-        cp_async_commit();
-    };
-    auto land = [&](int stage) {
-        if constexpr (!kAsyncA)
-            store_tile_vec4<kBM, kBK, kThreads, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
-                if constexpr (A_TRANS) {
-                    *reinterpret_cast<float4 *>(&As[stage][p][r]) = v;
-                } else {
-                    As[stage][p + 0][r] = v.x;
-                    As[stage][p + 1][r] = v.y;
-                    As[stage][p + 2][r] = v.z;
-                    As[stage][p + 3][r] = v.w;
-                }
-            });
-        if constexpr (!kAsyncB)
-            store_tile_vec4<kBK, kBN, kThreads, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
-                if constexpr (B_TRANS) {
-                    Bs[stage][p + 0][c] = v.x;
-                    Bs[stage][p + 1][c] = v.y;
-                    Bs[stage][p + 2][c] = v.z;
-                    Bs[stage][p + 3][c] = v.w;
-                } else {
-                    *reinterpret_cast<float4 *>(&Bs[stage][p][c]) = v;
-                }
-            });
-        cp_async_wait<0>();
-    };
+    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k, row0, col0, tid};
 
     float acc[Cfg::kTM][Cfg::kTN] = {};
     float reg_m[Cfg::kTM], reg_n[Cfg::kTN];
-    const Index tiles = (k + kBK - 1) / kBK;
-    if (tiles > 0) {
-        fetch(0, 0);
-        land(0);
+    const Index steps = (k + kBK - 1) / kBK;
+    if (steps > 0) {
+        tiles.fetch(0, 0);
+        tiles.land(0);
     }
     __syncthreads();
-    for (Index t = 0; t < tiles; ++t) {
+    for (Index t = 0; t < steps; ++t) {
         const int stage = (int)(t & 1);
-        if (t + 1 < tiles) fetch((t + 1) * kBK, stage ^ 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
 #pragma unroll
@@ -127,7 +84,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) wa
 #pragma unroll
                 for (int j = 0; j < Cfg::kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
         }
-        if (t + 1 < tiles) land(stage ^ 1);
+        if (t + 1 < steps) tiles.land(stage ^ 1);
         __syncthreads();
     }
     const bool vec_out = output_aligned16(g);

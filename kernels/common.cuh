@@ -216,6 +216,24 @@ __device__ __forceinline__ void load_tile_vec4(const float *p, Index ld, Index r
     store_tile_vec4<ROWS, COLS, THREADS, TRANS>(v, tid, store);
 }
 
+/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
+ * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
+ * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
+ * they run along p when ALONG_K is true: four scattered stores. A row-major A
+ * and a column-major B arrive along k (they are transposed on the way in); a
+ * column-major A and a row-major B arrive along x. */
+template <bool ALONG_K>
+__device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
+    if constexpr (ALONG_K) {
+        tile[(p + 0) * ld + x] = v.x;
+        tile[(p + 1) * ld + x] = v.y;
+        tile[(p + 2) * ld + x] = v.z;
+        tile[(p + 3) * ld + x] = v.w;
+    } else {
+        *reinterpret_cast<float4 *>(&tile[p * ld + x]) = v;
+    }
+}
+
 /* cp.async (sm_80+): 16 bytes from global to shared memory without passing
  * through registers; only the first src_bytes are read, the rest of the 16 are
  * zero-filled. Both addresses must be 16-byte aligned. */
@@ -252,6 +270,55 @@ __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index 
         cp_async16(dst(r, c), src, valid * 4);
     }
 }
+
+/* The two-stage pipeline of rungs 8 and 9. Shared memory holds two stages of
+ * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
+ * fetch(k0, stage) starts bringing the tiles at k0 toward `stage`: by cp.async,
+ * straight into shared memory, for an operand whose shared layout is its
+ * global layout (a column-major A, a row-major B) when it is 16-byte aligned;
+ * by global loads into registers otherwise. land(stage) finishes the job: the
+ * registers are stored (transposing as needed) and this thread's copies are
+ * waited for. Between the two the caller does its math on the other stage. */
+template <int BM, int BN, int BK, int PAD, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index>
+struct TwoStageTiles {
+    using TileA = Vec4Tile<BM, BK, THREADS, A_TRANS>;
+    using TileB = Vec4Tile<BK, BN, THREADS, B_TRANS>;
+    static constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
+    static constexpr int kLdA = BM + PAD, kLdB = BN + PAD;
+
+    float (*As)[BK][kLdA];
+    float (*Bs)[BK][kLdB];
+    const fsg_gemm &g;
+    Index m, n, k, row0, col0;
+    int tid;
+    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
+
+    __device__ __forceinline__ void fetch(Index k0, int stage) {
+        if constexpr (kAsyncA)
+            copy_tile_async<BM, BK, THREADS, A_TRANS, Index>(g.a, g.lda, m, k, row0, k0, tid,
+                                                             [&](int r, int p) { return &As[stage][p][r]; });
+        else
+            fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
+        if constexpr (kAsyncB)
+            copy_tile_async<BK, BN, THREADS, B_TRANS, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+                                                             [&](int p, int c) { return &Bs[stage][p][c]; });
+        else
+            fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
+        cp_async_commit();
+    }
+
+    __device__ __forceinline__ void land(int stage) {
+        if constexpr (!kAsyncA)
+            store_tile_vec4<BM, BK, THREADS, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
+                store4_kmajor<!A_TRANS>(&As[stage][0][0], kLdA, p, r, v);
+            });
+        if constexpr (!kAsyncB)
+            store_tile_vec4<BK, BN, THREADS, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
+                store4_kmajor<B_TRANS>(&Bs[stage][0][0], kLdB, p, c, v);
+            });
+        cp_async_wait<0>();
+    }
+};
 
 }  // namespace fsg
 
