@@ -15,12 +15,23 @@
  *     launchers only ever see a row-major D.
  *   - C goes to the launcher as is when it has D's layout on the rung's side;
  *     otherwise it is first copied into D, and the launcher updates D in place.
+ *   - Split-K, for accuracy: a ladder rung sums the K products of an element
+ *     into one FP32 accumulator, whose rounding error grows with K. For K past
+ *     kSplitFromK (when the workspace is affordable) the rung instead computes
+ *     K-slices of kSplitSlice into a workspace, and the slices are summed in
+ *     order with alpha, beta and C applied once. cuBLAS keeps its own strategy.
  */
 #include "operands.h"
 
 #include <stdlib.h>
 
 enum { kMaxTemps = 16 };
+
+/* Split-K: slices of 512 keep each sequential sum short (error like sqrt(512)
+ * rather than sqrt(K)); K up to 4096 is never split, so the ladder's benchmark
+ * shapes run unsplit; the workspace (slices x m x n floats) stays under 64 MiB. */
+enum { kSplitFromK = 4097, kSplitSlice = 512, kMaxSlices = 128 };
+static const int64_t kSplitWorkspaceBytes = (int64_t)64 << 20;
 
 static int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
@@ -234,6 +245,51 @@ static cudaError_t stage_input(scratch *s, fsg_side work, const fsg_matrix *x, c
     return err;
 }
 
+/* How many K-slices to run `rung` in (1: no split). */
+static int64_t k_slices(const fsg_rung *rung, int64_t m, int64_t n, int64_t k) {
+    if (rung->number < 0 || k < kSplitFromK) return 1;  // cuBLAS splits (or not) by itself
+    int64_t slices = (k + kSplitSlice - 1) / kSplitSlice;
+    const int64_t affordable = kSplitWorkspaceBytes / (m * n * (int64_t)sizeof(float));
+    if (slices > affordable) slices = affordable;
+    if (slices > kMaxSlices) slices = kMaxSlices;
+    return slices >= 2 ? slices : 1;
+}
+
+/* D = alpha * A B + beta * C as the sum, in order, of `slices` K-slices, each
+ * computed by the rung into a workspace on `work`'s side. */
+static cudaError_t launch_split_k(scratch *s, const fsg_rung *rung, fsg_side work, const fsg_gemm *g, int64_t slices,
+                                  cudaStream_t stream) {
+    const int64_t m = g->m, n = g->n, per = (g->k + slices - 1) / slices;
+    const int64_t step = (per + 3) / 4 * 4;  // slice starts stay 16-byte aligned for the vector rungs
+    float *w;
+    cudaError_t err = scratch_alloc(s, work, slices * m * n, &w);
+    if (err != cudaSuccess) return err;
+    int64_t used = 0;
+    for (int64_t k0 = 0; k0 < g->k; k0 += step, ++used) {
+        fsg_gemm part = *g;
+        part.k = g->k - k0 < step ? g->k - k0 : step;
+        part.a = g->a + (g->a_trans ? k0 * g->lda : k0);
+        part.b = g->b + (g->b_trans ? k0 : k0 * g->ldb);
+        part.alpha = 1.0f;
+        part.beta = 0.0f;
+        part.c = NULL;
+        part.d = w + used * m * n;
+        part.ldd = n;
+        if ((err = rung->launch(&part, stream))) return err;
+    }
+    if (work == FSG_DEVICE)
+        return fsg_sum_k_slices_cuda(g->d, g->ldd, g->c, g->ldc, g->alpha, g->beta, w, (int)used, m, n, stream);
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            float sum = 0.0f;
+            for (int64_t t = 0; t < used; ++t) sum += w[t * m * n + i * n + j];
+            float result = g->alpha * sum;
+            if (g->c != NULL) result += g->beta * g->c[i * g->ldc + j];
+            g->d[i * g->ldd + j] = result;
+        }
+    return cudaSuccess;
+}
+
 /* Row-major D^T = B^T A^T stands for column-major D = A B. */
 static void transpose_problem(fsg_gemm *g) {
     const fsg_gemm t = *g;
@@ -288,7 +344,9 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, const fsg_matrix *a, const fsg_ma
 
     if (d_layout == FSG_COL_MAJOR) transpose_problem(&g);
     if (work == FSG_DEVICE) s.used_stream = true;
-    if ((err = rung->launch(&g, stream))) goto exit;
+    const int64_t slices = k_slices(rung, g.m, g.n, g.k);
+    err = slices > 1 ? launch_split_k(&s, rung, work, &g, slices, stream) : rung->launch(&g, stream);
+    if (err) goto exit;
     if (!direct && (err = move_matrix(&s, out, &d))) goto exit;
     if (out->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);
 

@@ -98,6 +98,12 @@ cudaError_t fsg_copy_matrix_cuda(float *dst, int64_t dst_rs, int64_t dst_cs,
                                  const float *src, int64_t src_rs, int64_t src_cs,
                                  int64_t rows, int64_t cols, cudaStream_t stream);
 
+/* D = alpha * (W_0 + W_1 + ... in that order) + beta * C, where W_s is the dense
+ * row-major m x n partial product of K-slice s at w + s * m * n; C may be NULL
+ * (beta == 0). For split-K (csrc/operands.c; kernels/strided_copy.cu). */
+cudaError_t fsg_sum_k_slices_cuda(float *d, int64_t ldd, const float *c, int64_t ldc, float alpha, float beta,
+                                  const float *w, int slices, int64_t m, int64_t n, cudaStream_t stream);
+
 /* Fills `count` floats with uniform random values in [-1, 1), deterministic
  * for a seed (kernels/fill_random.cu). For benchmarks: never time zeros. */
 cudaError_t fsg_fill_uniform_cuda(float *data, int64_t count, uint64_t seed, cudaStream_t stream);
