@@ -107,18 +107,20 @@ class DeviceArray:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, cannot export to {dl_device}")
-        exported = self
-        if copy:  # the consumer asked for memory of its own
-            exported = DeviceArray.empty(self._shape, device=self.device)
-            _sgemm.copy(exported._core(), self._core(), self._stream)
-            exported._stream = self._stream
+        if copy:
+            source, self_or_copy = self, DeviceArray.empty(self._shape, device=self.device)
+            _sgemm.copy(self_or_copy._core(), source._core(), self._stream)
+            self_or_copy._stream = self._stream
+        else:
+            self_or_copy = self
         if stream is not None and stream != -1 and self._stream is not None:
             # The consumer will read on `stream`: make it wait for our last write.
             _sgemm.stream_wait(stream, self._stream)
         versioned = max_version is not None and max_version[0] >= 1
         rows, cols = self._shape
-        # The capsule holds a reference to `exported`, so its memory lives until the consumer lets go.
-        return _sgemm.dlpack_export(exported, exported.ptr, rows, cols, cols, 1, _DL_CUDA, self.device, versioned)
+        return _sgemm.dlpack_export(
+            self_or_copy, self_or_copy.ptr, rows, cols, cols, 1, _DL_CUDA, self.device, versioned
+        )
 
 
 def to_device(array, *, device=None) -> DeviceArray:

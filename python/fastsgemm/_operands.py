@@ -20,7 +20,7 @@ from . import _sgemm
 HOST, CUDA = "host", "cuda"
 
 # DLPack device types (dlpack.h).
-_DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 _DL_FLOAT = 2
 
 
