@@ -453,9 +453,10 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
     if (list == NULL) return NULL;
     for (int i = 0; i < fsg_rung_count; ++i) {
         const fsg_rung *r = &fsg_rungs[i];
-        PyObject *item = Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s}", "number", r->number, "name", r->name, "idea",
-                                       r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu", "source",
-                                       r->source, "max_dim", (long long)r->max_dim, "sass", r->sass);
+        PyObject *item = Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s}", "number", r->number, "name", r->name,
+                                       "idea", r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu",
+                                       "source", r->source, "max_dim", (long long)r->max_dim, "sass", r->sass,
+                                       "precision", r->precision);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;

@@ -108,10 +108,7 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
         auto kernel = vec ? warptile_sgemm_kernel<Cfg, I, kA, kB, true> : warptile_sgemm_kernel<Cfg, I, kA, kB, false>;
-        if (Cfg::kSmemBytes > 48 * 1024)
-            attribute_status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    (int)Cfg::kSmemBytes);
-        if (attribute_status == cudaSuccess) kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(*g);
+        attribute_status = launch_with_smem(kernel, grid, Cfg::kThreads, Cfg::kSmemBytes, stream, *g);
     });
     return attribute_status != cudaSuccess ? attribute_status : launch_status;
 }

@@ -82,6 +82,20 @@ cudaError_t for_layouts(const fsg_gemm &g, Launch &&launch) {
     return cudaGetLastError();
 }
 
+/* kernel<<<grid, threads, smem, stream>>>(g), first raising the kernel's
+ * dynamic shared-memory limit when smem passes the 48 KiB default. Returns the
+ * attribute call's error; the launch's own shows in cudaGetLastError(). */
+template <typename Kernel>
+cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                             const fsg_gemm &g) {
+    if (smem > 48 * 1024) {
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (err != cudaSuccess) return err;
+    }
+    kernel<<<grid, threads, smem, stream>>>(g);
+    return cudaSuccess;
+}
+
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -248,12 +262,19 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* cp.async of one float (cp-size 4 allows only the .ca form): for matrices
+ * whose rows or columns are not 16-byte aligned. src_bytes is 4 or 0 (zero fill). */
+__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
 /* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
  * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
- * go, contiguous in shared memory as they are in global memory. Needs an
- * aligned16 matrix. Chunks past the matrix's edges read only their valid
- * elements and are zero-filled. */
-template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Dst>
+ * go, contiguous in shared memory as they are in global memory. With VEC (an
+ * aligned16 matrix) a chunk is one 16-byte copy; otherwise four 4-byte ones.
+ * Elements past the matrix's edges are not read, and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Dst>
 __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid, Dst &&dst) {
     using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
@@ -263,11 +284,17 @@ __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index 
         int r, c;
         Tile::chunk(tid, i, r, c);
         const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
-        const Index left = along_extent - g_along;
-        const int valid = g_across < across_extent ? (left >= 4 ? 4 : (left > 0 ? (int)left : 0)) : 0;
-        // With nothing to read, point at the matrix's first element: a valid, aligned address.
-        const float *src = valid > 0 ? p + (g_across * ld + g_along) : p;
-        cp_async16(dst(r, c), src, valid * 4);
+        const Index left = g_across < across_extent ? along_extent - g_along : 0;  // valid elements from here
+        const float *src = p + (g_across * ld + g_along);
+        float *to = dst(r, c);
+        if constexpr (VEC) {
+            const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+            // With nothing to read, point at the matrix's first element: a valid, aligned address.
+            cp_async16(to, valid > 0 ? src : p, valid * 4);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) cp_async4(to + e, e < left ? src + e : p, e < left ? 4 : 0);
+        }
     }
 }
 
@@ -295,12 +322,12 @@ struct TwoStageTiles {
 
     __device__ __forceinline__ void fetch(Index k0, int stage) {
         if constexpr (kAsyncA)
-            copy_tile_async<BM, BK, THREADS, A_TRANS, Index>(g.a, g.lda, m, k, row0, k0, tid,
+            copy_tile_async<BM, BK, THREADS, A_TRANS, true, Index>(g.a, g.lda, m, k, row0, k0, tid,
                                                              [&](int r, int p) { return &As[stage][p][r]; });
         else
             fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
         if constexpr (kAsyncB)
-            copy_tile_async<BK, BN, THREADS, B_TRANS, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+            copy_tile_async<BK, BN, THREADS, B_TRANS, true, Index>(g.b, g.ldb, k, n, k0, col0, tid,
                                                              [&](int p, int c) { return &Bs[stage][p][c]; });
         else
             fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);

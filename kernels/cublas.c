@@ -1,9 +1,12 @@
 /*
- * The yardstick, cublas: cuBLAS SGEMM in true FP32.
+ * The yardsticks: cublas, cuBLAS SGEMM in true FP32, and cublas_tf32, the
+ * same call on TF32 tensor cores.
  *
- * cublasGemmEx with CUBLAS_COMPUTE_32F never uses TF32 tensor cores (that
- * needs CUBLAS_COMPUTE_32F_FAST_TF32 or the TF32 math mode, neither of which
- * is set here), so this is the FP32 baseline every rung is measured against.
+ * cublasGemmEx with CUBLAS_COMPUTE_32F never uses TF32 tensor cores (the
+ * handle's math mode stays CUBLAS_DEFAULT_MATH), so `cublas` is the FP32
+ * baseline every rung is measured against. CUBLAS_COMPUTE_32F_FAST_TF32 lets
+ * cuBLAS round the operands to TF32: the speed and accuracy the tf32 rung is
+ * compared with.
  * The 64-bit entry point takes dimensions and leading dimensions past 2^31.
  *
  * cuBLAS is column-major and D is row-major: a row-major m x n D is the
@@ -99,7 +102,7 @@ void fsg_cublas_release_thread_handle(void) {
     destroy_thread_handle(th);
 }
 
-cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+static cudaError_t cublas_gemm(const fsg_gemm *g, cublasComputeType_t compute, cudaStream_t stream) {
     cublasHandle_t handle;
     cudaError_t err = get_handle(&handle);
     if (err != cudaSuccess) return err;
@@ -114,7 +117,15 @@ cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const float beta = g->c != NULL ? g->beta : 0.0f;
     s = cublasGemmEx_64(handle, g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N,
                         g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb, g->a, CUDA_R_32F, g->lda, &beta,
-                        g->d, CUDA_R_32F, g->ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                        g->d, CUDA_R_32F, g->ldd, compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
     return cudaGetLastError();
+}
+
+cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return cublas_gemm(g, CUBLAS_COMPUTE_32F, stream);
+}
+
+cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return cublas_gemm(g, CUBLAS_COMPUTE_32F_FAST_TF32, stream);
 }

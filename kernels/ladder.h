@@ -68,6 +68,7 @@ typedef struct fsg_rung {
     fsg_launcher launch;
     int64_t max_dim;     /* largest m and n it accepts */
     const char *sass;    /* instructions its idea must compile to (space-separated), checked in CI */
+    const char *precision; /* "fp32": FP32-accurate (error like cuBLAS SGEMM's); "tf32": operands rounded to TF32 */
 } fsg_rung;
 
 /* The registry: the only list of rungs (kernels/registry.c). */
@@ -85,7 +86,10 @@ cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
 /* Destroys the calling thread's cuBLAS handle, if it has one (kernels/cublas.c). */
 void fsg_cublas_release_thread_handle(void);

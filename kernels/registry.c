@@ -19,6 +19,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/00_cpu.c",
         .launch = fsg_cpu_sgemm,
         .sass = "",
+        .precision = "fp32",
         .max_dim = INT64_MAX,
     },
     {
@@ -29,6 +30,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/01_naive.cu",
         .launch = fsg_naive_sgemm,
         .sass = "LDG.E FFMA",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(32),
     },
     {
@@ -39,6 +41,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/02_coalesced.cu",
         .launch = fsg_coalesced_sgemm,
         .sass = "LDG.E FFMA",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(32),
     },
     {
@@ -49,6 +52,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/03_smem.cu",
         .launch = fsg_smem_sgemm,
         .sass = "LDS STS BAR.SYNC",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(32),
     },
     {
@@ -59,6 +63,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/04_tile1d.cu",
         .launch = fsg_tile1d_sgemm,
         .sass = "LDS STS BAR.SYNC",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
     },
     {
@@ -69,6 +74,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/05_tile2d.cu",
         .launch = fsg_tile2d_sgemm,
         .sass = "LDS STS BAR.SYNC",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -79,6 +85,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/06_vectorized.cu",
         .launch = fsg_vectorized_sgemm,
         .sass = "LDG.E.128 STG.E.128 LDS.128 STS.128",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -89,6 +96,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/07_bankfree.cu",
         .launch = fsg_bankfree_sgemm,
         .sass = "LDG.E.128 STG.E.128 LDS.128 STS.128",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -99,6 +107,7 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/08_doublebuffer.cu",
         .launch = fsg_doublebuffer_sgemm,
         .sass = "LDGSTS.E.BYPASS.128 LDG.E.128 STG.E.128 LDS.128",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -109,6 +118,29 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/09_warptile.cu",
         .launch = fsg_warptile_sgemm,
         .sass = "LDGSTS.E.BYPASS.128 LDG.E.128 STG.E.128 LDS.128",
+        .precision = "fp32",
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
+        .number = 10,
+        .name = "tf32",
+        .idea = "tensor cores (mma.sync) on operands rounded to TF32, 10-bit mantissas: 3e-4 relative error",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/10_tf32.cu",
+        .launch = fsg_tf32_sgemm,
+        .sass = "HMMA LDGSTS.E.BYPASS.128",
+        .precision = "tf32",
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
+        .number = 11,
+        .name = "tf32x3",
+        .idea = "each operand split into two TF32 parts, three tensor-core products: FP32 accuracy",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/11_tf32x3.cu",
+        .launch = fsg_tf32x3_sgemm,
+        .sass = "HMMA LDGSTS.E.BYPASS.128",
+        .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
@@ -119,6 +151,18 @@ const fsg_rung fsg_rungs[] = {
         .source = "kernels/cublas.c",
         .launch = fsg_cublas_sgemm,
         .sass = "",
+        .precision = "fp32",
+        .max_dim = INT64_MAX,
+    },
+    {
+        .number = -1,
+        .name = "cublas_tf32",
+        .idea = "cuBLAS SGEMM on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32): the yardstick for tf32",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/cublas.c",
+        .launch = fsg_cublas_tf32_sgemm,
+        .sass = "",
+        .precision = "tf32",
         .max_dim = INT64_MAX,
     },
 };

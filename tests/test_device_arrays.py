@@ -9,7 +9,7 @@ import pytest
 
 import fastsgemm
 from fastsgemm import _sgemm
-from conftest import LAYOUTS, assert_close, in_layout, random_matrix, reference, rung_params
+from conftest import LAYOUTS, assert_close, in_layout, random_matrix, reference, rung_params, tolerance
 
 CUDA_RUNGS = rung_params("cuda")
 
@@ -68,9 +68,9 @@ def test_framework_in_framework_out(kernel, framework, m, n, k, rng):
     result = fastsgemm.sgemm(to_device(A), to_device(B), kernel=kernel)
     assert isinstance(result, result_type)
     assert tuple(result.shape) == (m, n)
-    assert_close(host_of(result), reference(A, B), what=f"{kernel} {framework}")
+    assert_close(host_of(result), reference(A, B), tol=tolerance(kernel), what=f"{kernel} {framework}")
     result = fastsgemm.sgemm(to_device(A), to_device(B), to_device(C), alpha=0.5, beta=2.0, kernel=kernel)
-    assert_close(host_of(result), reference(A, B, C, 0.5, 2.0), what=f"{kernel} {framework} with C")
+    assert_close(host_of(result), reference(A, B, C, 0.5, 2.0), tol=tolerance(kernel), what=f"{kernel} {framework} with C")
 
 
 @pytest.mark.gpu
@@ -88,7 +88,7 @@ def test_device_input_layouts(kernel, framework, layout_a, layout_b, rng):
     base_b, view_b = in_layout(B, layout_b, to_device)
     saved_a, saved_b = to_host(base_a), to_host(base_b)
     result = fastsgemm.sgemm(view_a, view_b, kernel=kernel)
-    assert_close(host_of(result), reference(A, B), what=f"{kernel} {framework} A {layout_a} B {layout_b}")
+    assert_close(host_of(result), reference(A, B), tol=tolerance(kernel), what=f"{kernel} {framework} A {layout_a} B {layout_b}")
     np.testing.assert_array_equal(to_host(base_a), saved_a)
     np.testing.assert_array_equal(to_host(base_b), saved_b)
 
@@ -109,7 +109,7 @@ def test_device_out_and_c_layouts(kernel, framework, layout_out, layout_c, rng):
     base_out, view_out = in_layout(np.full((m, n), np.nan, np.float32), layout_out, to_device)
     result = fastsgemm.sgemm(to_device(A), to_device(B), view_c, alpha=1.5, beta=-0.5, out=view_out, kernel=kernel)
     assert result is view_out
-    assert_close(host_of(view_out), reference(A, B, C, 1.5, -0.5), what=f"{kernel} {framework} out {layout_out}")
+    assert_close(host_of(view_out), reference(A, B, C, 1.5, -0.5), tol=tolerance(kernel), what=f"{kernel} {framework} out {layout_out}")
     np.testing.assert_array_equal(to_host(base_c), saved_c)
     assert (~np.isnan(to_host(base_out))).sum() == m * n, "wrote outside the out view"
 
@@ -122,7 +122,7 @@ def test_device_in_place_c(kernel, framework, rng):
     A, B, C = random_matrix(rng, 40, 30), random_matrix(rng, 30, 20), random_matrix(rng, 40, 20)
     c = to_device(C)
     assert fastsgemm.sgemm(to_device(A), to_device(B), c, alpha=2, beta=3, out=c, kernel=kernel) is c
-    assert_close(host_of(c), reference(A, B, C, 2, 3), what=f"{kernel} {framework} out=C")
+    assert_close(host_of(c), reference(A, B, C, 2, 3), tol=tolerance(kernel), what=f"{kernel} {framework} out=C")
 
 
 @pytest.mark.gpu
@@ -136,7 +136,7 @@ def test_torch_current_stream(kernel, rng):
         result = fastsgemm.sgemm(a, b, kernel=kernel)
         doubled = result * 2  # queued after sgemm on the same stream
     stream.synchronize()
-    assert_close(doubled.cpu().numpy(), 2 * reference(A, B), what=f"{kernel} torch side stream")
+    assert_close(doubled.cpu().numpy(), 2 * reference(A, B), tol=tolerance(kernel), what=f"{kernel} torch side stream")
 
 
 @pytest.mark.gpu
@@ -148,7 +148,7 @@ def test_cupy_current_stream(kernel, rng):
         a, b = cupy.asarray(A), cupy.asarray(B)
         result = fastsgemm.sgemm(a, b, kernel=kernel) + 0
     stream.synchronize()
-    assert_close(cupy.asnumpy(result), reference(A, B), what=f"{kernel} cupy side stream")
+    assert_close(cupy.asnumpy(result), reference(A, B), tol=tolerance(kernel), what=f"{kernel} cupy side stream")
 
 
 @pytest.mark.gpu
@@ -180,7 +180,7 @@ def test_out_of_memory_then_recovery(rng):
         fastsgemm.sgemm(column, row, kernel="naive")  # a 160 GB DeviceArray result
     A, B = random_matrix(rng, 30, 20), random_matrix(rng, 20, 10)
     for kernel in ("naive", "cublas"):
-        assert_close(fastsgemm.sgemm(A, B, kernel=kernel), reference(A, B), what=f"{kernel} after OOM")
+        assert_close(fastsgemm.sgemm(A, B, kernel=kernel), reference(A, B), tol=tolerance(kernel), what=f"{kernel} after OOM")
 
 
 # ---- the raw-pointer entry ----
@@ -206,7 +206,7 @@ def test_sgemm_raw(kernel, trans_a, trans_b, rng):
     fastsgemm.sgemm_raw(m, n, k, 0.5, a.data.ptr, a.shape[1], b.data.ptr, b.shape[1], 2.0, c.data.ptr, n,
                         kernel=kernel, stream=stream.ptr, trans_a=trans_a, trans_b=trans_b)
     stream.synchronize()
-    assert_close(cupy.asnumpy(c), reference(A, B, C, 0.5, 2.0), what=f"{kernel} raw ta={trans_a} tb={trans_b}")
+    assert_close(cupy.asnumpy(c), reference(A, B, C, 0.5, 2.0), tol=tolerance(kernel), what=f"{kernel} raw ta={trans_a} tb={trans_b}")
 
 
 @pytest.mark.gpu
@@ -308,4 +308,4 @@ def test_offsets_past_2_31(kernel, huge_buffer, rng):
     c = torch.from_numpy(C).cuda()
     result = fastsgemm.sgemm(a, b, c, alpha=1.5, beta=-0.5, out=out, kernel=kernel)
     assert result is out
-    assert_close(out.cpu().numpy(), reference(A, B, C, 1.5, -0.5), what=f"{kernel} with 64-bit offsets")
+    assert_close(out.cpu().numpy(), reference(A, B, C, 1.5, -0.5), tol=tolerance(kernel), what=f"{kernel} with 64-bit offsets")

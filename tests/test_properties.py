@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import fastsgemm  # noqa: E402
-from conftest import LAYOUTS, in_layout, rung_params  # noqa: E402
+from conftest import LAYOUTS, in_layout, rung_params, tolerance  # noqa: E402
 
 EXAMPLES = int(os.environ.get("FASTSGEMM_HYPOTHESIS_EXAMPLES", "150"))
 SPECIALS = [np.nan, np.inf, -np.inf]
@@ -64,7 +64,7 @@ def check(kernel, problem, to_side=lambda x: x, to_host=np.asarray):
     finite = np.isfinite(expected)
     if finite.any():
         scale = max(np.linalg.norm(expected[finite]), 1e-30)
-        assert np.linalg.norm(got[finite] - expected[finite]) / scale <= 1e-5
+        assert np.linalg.norm(got[finite] - expected[finite]) / scale <= tolerance(kernel)
 
 
 @pytest.mark.parametrize("kernel", rung_params("cpu"))

@@ -3,49 +3,23 @@
 // order); its time is the median of 15 CUDA-event timings after 3 warm-ups, random inputs.
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels benchmarks/experiments/warptile_configs.cu \
 //        kernels/fill_random.cu -o /tmp/wc && /tmp/wc
-#include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "../../kernels/09_warptile.cu"
+#include "harness.cuh"
 
 using namespace fsg::warptile;
 
 template <typename Cfg>
-float time_config(const fsg_gemm &g, int repeats) {
-    auto kernel = warptile_sgemm_kernel<Cfg, int32_t, false, false, true>;
-    if (Cfg::kSmemBytes > 48 * 1024)
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Cfg::kSmemBytes);
-    const dim3 grid((unsigned)fsg::ceil_div(g.n, Cfg::kBN), (unsigned)fsg::ceil_div(g.m, Cfg::kBM));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    std::vector<float> ms;
-    for (int r = 0; r < repeats + 3; ++r) {
-        cudaEventRecord(e0);
-        kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes>>>(g);
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float t;
-        cudaEventElapsedTime(&t, e0, e1);
-        if (r >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-}
-
-template <typename Cfg>
 void run(const char *name, fsg_gemm g, float *reference, float *scratch) {
+    auto kernel = warptile_sgemm_kernel<Cfg, int32_t, false, false, true>;
     cudaFuncAttributes attr;
-    cudaFuncGetAttributes(&attr, warptile_sgemm_kernel<Cfg, int32_t, false, false, true>);
+    cudaFuncGetAttributes(&attr, kernel);
     g.d = scratch;
     cudaMemset(scratch, 0xff, sizeof(float) * g.m * g.n);  // NaN: unwritten elements show
-    const float ms = time_config<Cfg>(g, 15);
-    std::vector<float> x(g.m * g.n), y(g.m * g.n);
-    cudaMemcpy(x.data(), scratch, sizeof(float) * x.size(), cudaMemcpyDeviceToHost);
-    cudaMemcpy(y.data(), reference, sizeof(float) * y.size(), cudaMemcpyDeviceToHost);
-    size_t differ = 0;
-    for (size_t i = 0; i < x.size(); ++i) differ += !(x[i] == y[i]);
+    const dim3 grid((unsigned)fsg::ceil_div(g.n, Cfg::kBN), (unsigned)fsg::ceil_div(g.m, Cfg::kBM));
+    const float ms = median_ms([&] { fsg::launch_with_smem(kernel, grid, Cfg::kThreads, Cfg::kSmemBytes, 0, g); }, 15);
+    const size_t differ = count_differences(scratch, reference, g.m * g.n);
     printf("%-44s %5lldx%5lldx%5lld %8.3f ms %7.2f TFLOP/s  regs %3d local %3zu  differing %zu  %s\n", name,
            (long long)g.m, (long long)g.n, (long long)g.k, ms, 2.0 * g.m * g.n * g.k / ms / 1e9, attr.numRegs,
            attr.localSizeBytes, differ, cudaGetErrorString(cudaGetLastError()));

@@ -26,11 +26,12 @@ class KernelInfo(NamedTuple):
     source: str  # the file that holds it
     max_dim: int  # largest M and N it takes
     sass: tuple  # instructions its idea compiles to, checked in CI (tests/test_compiled_kernels.py)
+    precision: str  # "fp32": error like cuBLAS SGEMM's; "tf32": operands rounded to TF32 (about 3e-4)
 
 
 _REGISTRY = tuple(
     KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
-               tuple(r["sass"].split()))
+               tuple(r["sass"].split()), r["precision"])
     for r in _sgemm.rungs()
 )
 _INDEX = {info.name: i for i, info in enumerate(_REGISTRY)}
@@ -41,7 +42,8 @@ KERNELS = tuple(info.name for info in _REGISTRY)
 
 def kernels() -> list[KernelInfo]:
     """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N,
-    and the SASS instructions the rung's idea compiles to."""
+    the SASS instructions the rung's idea compiles to, and its precision ("fp32", or "tf32" for the rungs
+    that round operands to TF32)."""
     return list(_REGISTRY)
 
 

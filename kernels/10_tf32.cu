@@ -1,0 +1,68 @@
+/*
+ * Rung 10, tf32: the tensor cores, on operands rounded to TF32.
+ *
+ * Rungs 1-9 multiply with FFMA, 128 lanes per SM per clock: the H100's FP32
+ * peak (66.9 TFLOP/s) is their ceiling and rung 9 already runs at 0.87x
+ * cuBLAS. The tensor cores multiply whole tiles per instruction and are many
+ * times faster, but they take TF32 operands: FP32's 8-bit exponent with only
+ * 10 of its 23 mantissa bits. Each product is exact and the sums are FP32,
+ * so the error is the rounding of the inputs: about 2^-11 relative per
+ * operand, a relative error near 3e-4 in D whatever K is (cuBLAS's TF32 mode
+ * makes the same trade). Rung 11 buys FP32 accuracy back.
+ *
+ * What changed from rung 9: each warp's 64 x 32 tile is now 4 x 4 mma.sync
+ * m16n8k8 tiles (kernels/tensorcore.cuh has the fragment layout); a k-step
+ * of 8 loads 24 floats per lane from shared memory, rounds them to TF32
+ * (cvt.rna) and issues 16 MMAs. The tensor cores eat tiles far faster than
+ * FFMA did, so memory latency matters again: three shared-memory stages fed
+ * by cp.async (four-byte copies for unaligned matrices, so one pipeline
+ * serves every layout), operands kept in their global layout with rows padded
+ * so fragment reads are conflict-free.
+ *
+ * Tile parameters: 128 x 128 x 32 block tile, 8 warps of 64 x 32, 3 stages
+ * (3 x 36 KiB). Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
+ * Next: the mma.sync path is Ampere's; on Hopper, wgmma with TMA copies is
+ * the way to the tensor cores' full rate.
+ */
+#include "tensorcore.cuh"
+
+namespace fsg {
+namespace tf32 {
+
+using tensorcore::to_tf32;
+
+using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 4, 3, 1>;
+
+/* One product per k-step: round both operands, accumulate in the tensor core. */
+template <typename Cfg>
+struct RoundOnce {
+    static constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
+    struct Accumulators {
+        float d[kMT][kNT][4];
+    };
+
+    __device__ static void step(Accumulators &acc, const float (&a)[kMT][4], const float (&b)[kNT][2]) {
+        uint32_t a32[kMT][4], b32[kNT][2];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a32[mt][e] = to_tf32(a[mt][e]);
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) b32[nt][e] = to_tf32(b[nt][e]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) tensorcore::mma_tf32(acc.d[mt][nt], a32[mt], b32[nt], acc.d[mt][nt]);
+    }
+
+    __device__ static float result(const Accumulators &acc, int mt, int nt, int e) { return acc.d[mt][nt][e]; }
+};
+
+}  // namespace tf32
+}  // namespace fsg
+
+extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::tensorcore::launch<fsg::tf32::Tiling, fsg::tf32::RoundOnce<fsg::tf32::Tiling>>(g, stream);
+}
