@@ -10,17 +10,19 @@
  * operand, a relative error near 3e-4 in D whatever K is (cuBLAS's TF32 mode
  * makes the same trade). Rung 11 buys FP32 accuracy back.
  *
- * What changed from rung 9: each warp's 64 x 32 tile is now 4 x 4 mma.sync
+ * What changed from rung 9: each warp's 64 x 64 tile is now 4 x 8 mma.sync
  * m16n8k8 tiles (kernels/tensorcore.cuh has the fragment layout); a k-step
- * of 8 loads 24 floats per lane from shared memory, rounds them to TF32
- * (cvt.rna) and issues 16 MMAs. The tensor cores eat tiles far faster than
+ * of 8 loads 32 floats per lane from shared memory, rounds them to TF32
+ * (cvt.rna) and issues 32 MMAs. The tensor cores eat tiles far faster than
  * FFMA did, so memory latency matters again: three shared-memory stages fed
  * by cp.async (four-byte copies for unaligned matrices, so one pipeline
  * serves every layout), operands kept in their global layout with rows padded
  * so fragment reads are conflict-free.
  *
- * Tile parameters: 128 x 128 x 32 block tile, 8 warps of 64 x 32, 3 stages
- * (3 x 36 KiB). Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
+ * Tile parameters: 128 x 128 x 32 block tile, 4 warps of 64 x 64, 3 stages
+ * (3 x 35 KiB): the largest warp tile gives each fragment the most reuse,
+ * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the sweep in
+ * benchmarks/experiments/tensorcore_configs.cu, benchmarks/NOTES.md). Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
  * Next: the mma.sync path is Ampere's; on Hopper, wgmma with TMA copies is
  * the way to the tensor cores' full rate.
  */
@@ -31,7 +33,7 @@ namespace tf32 {
 
 using tensorcore::to_tf32;
 
-using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 4, 3, 1>;
+using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 2, 3, 1>;
 
 /* One product per k-step: round both operands, accumulate in the tensor core. */
 template <typename Cfg>

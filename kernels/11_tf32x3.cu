@@ -28,9 +28,10 @@
  * where it is not finite it is the result.
  *
  * What changed from rung 10: the math policy below, and a smaller warp tile
- * (32 x 32 in a 128 x 64 block tile, 8 warps): two accumulator sets and the
- * split fragments need about 200 registers per thread even so, so one block
- * of 256 threads per SM. Limits: as rung 10; inputs of magnitude above about
+ * (32 x 32 in a 64 x 64 block tile, 4 warps, two blocks per SM): two
+ * accumulator sets and the split fragments need about 200 registers per
+ * thread even so. The configurations swept gave 41-43 TFLOP/s at 4096^3, this
+ * one the most (benchmarks/NOTES.md). Limits: as rung 10; inputs of magnitude above about
  * 3.4e38 * (1 - 2^-12) round to Inf in hi and give Inf, not FP32's value.
  * Next: the split costs 3x the tensor-core work plus the splitting itself;
  * Hopper's wgmma would feed the tensor cores at their full rate.
@@ -42,7 +43,7 @@ namespace tf32x3 {
 
 using tensorcore::to_tf32;
 
-using Tiling = tensorcore::MmaTiling<128, 64, 32, 4, 2, 3, 1>;
+using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
 
 /* x = hi + lo with both parts TF32. */
 __device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo) {

@@ -141,7 +141,7 @@ const fsg_rung fsg_rungs[] = {
         .launch = fsg_tf32x3_sgemm,
         .sass = "HMMA LDGSTS.E.BYPASS.128",
         .precision = "fp32",
-        .max_dim = GRID_Y_LIMIT(128),
+        .max_dim = GRID_Y_LIMIT(64),
     },
     {
         .number = -1,
