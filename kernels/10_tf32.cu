@@ -66,5 +66,9 @@ struct RoundOnce {
 }  // namespace fsg
 
 extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    bool wgmma = false;
+    const cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
+    if (err != cudaSuccess) return err;
+    if (wgmma) return fsg_tf32_sgemm_sm90(g, stream);
     return fsg::tensorcore::launch<fsg::tf32::Tiling, fsg::tf32::RoundOnce<fsg::tf32::Tiling>>(g, stream);
 }

@@ -41,15 +41,9 @@
 namespace fsg {
 namespace tf32x3 {
 
-using tensorcore::to_tf32;
+using tensorcore::split;
 
 using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
-
-/* x = hi + lo with both parts TF32. */
-__device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo) {
-    hi = to_tf32(x);
-    lo = to_tf32(x - __uint_as_float(hi));
-}
 
 template <typename Cfg>
 struct SplitThree {
@@ -84,8 +78,7 @@ struct SplitThree {
     }
 
     __device__ static float result(const Accumulators &acc, int mt, int nt, int e) {
-        const float main = acc.main[mt][nt][e];
-        return isfinite(main) ? main + acc.corr[mt][nt][e] : main;
+        return tensorcore::combine(acc.main[mt][nt][e], acc.corr[mt][nt][e]);
     }
 };
 
@@ -93,5 +86,9 @@ struct SplitThree {
 }  // namespace fsg
 
 extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    bool wgmma = false;
+    const cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
+    if (err != cudaSuccess) return err;
+    if (wgmma) return fsg_tf32x3_sgemm_sm90(g, stream);
     return fsg::tensorcore::launch<fsg::tf32x3::Tiling, fsg::tf32x3::SplitThree<fsg::tf32x3::Tiling>>(g, stream);
 }

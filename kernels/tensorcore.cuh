@@ -25,10 +25,31 @@
 #ifndef FASTSGEMM_TENSORCORE_CUH
 #define FASTSGEMM_TENSORCORE_CUH
 
+#include <cstdlib>
+#include <cstring>
+
 #include "common.cuh"
+
+/* The Hopper (wgmma) path of rungs 10 and 11, kernels/tensorcore_sm90.cu. */
+extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
+extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
 
 namespace fsg {
 namespace tensorcore {
+
+/* Whether to take the wgmma path: on compute capability 9.0 (its code is built
+ * for sm_90a only), unless FASTSGEMM_TENSORCORE=mma.sync asks for the Ampere
+ * path, which lets the tests check that path on a Hopper GPU too. */
+inline cudaError_t use_wgmma(bool &wgmma) {
+    int device, major, minor;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (err != cudaSuccess) return err;
+    const char *forced = getenv("FASTSGEMM_TENSORCORE");
+    wgmma = major == 9 && minor == 0 && !(forced != nullptr && strcmp(forced, "mma.sync") == 0);
+    return cudaSuccess;
+}
 
 /* x rounded to TF32 (10 explicit mantissa bits, FP32's exponent), to nearest
  * with ties away from zero; the low 13 bits of the result are zero. */
@@ -36,6 +57,18 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
+}
+
+/* x = hi + lo with both parts TF32 (rung 11 explains the split). */
+__device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo) {
+    hi = to_tf32(x);
+    lo = to_tf32(x - __uint_as_float(hi));
+}
+
+/* The split product's sum: main term plus corrections, except where the main
+ * term is Inf or NaN, which is then the answer (rung 11 says why). */
+__device__ __forceinline__ float combine(float main, float corrections) {
+    return isfinite(main) ? main + corrections : main;
 }
 
 /* d = A * B + c on one 16 x 8 x 8 tile (fragments as above). */
