@@ -23,8 +23,10 @@
  * (3 x 35 KiB): the largest warp tile gives each fragment the most reuse,
  * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the sweep in
  * benchmarks/experiments/tensorcore_configs.cu, benchmarks/NOTES.md). Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
- * Next: the mma.sync path is Ampere's; on Hopper, wgmma with TMA copies is
- * the way to the tensor cores' full rate.
+ * Next: this mma.sync path is Ampere's instruction, and at 128 x 128 tiles it
+ * also needs more from L2 than a wider tile would (32 FLOP per byte moved);
+ * cuBLAS's Hopper kernels (wgmma, TMA, larger tiles) reach 400 TFLOP/s.
+ * Rung 11 takes the wgmma route on Hopper.
  */
 #include "tensorcore.cuh"
 
@@ -66,9 +68,5 @@ struct RoundOnce {
 }  // namespace fsg
 
 extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    bool wgmma = false;
-    const cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
-    if (err != cudaSuccess) return err;
-    if (wgmma) return fsg_tf32_sgemm_sm90(g, stream);
     return fsg::tensorcore::launch<fsg::tf32::Tiling, fsg::tf32::RoundOnce<fsg::tf32::Tiling>>(g, stream);
 }

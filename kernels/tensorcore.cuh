@@ -30,8 +30,7 @@
 
 #include "common.cuh"
 
-/* The Hopper (wgmma) path of rungs 10 and 11, kernels/tensorcore_sm90.cu. */
-extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
+/* The Hopper (wgmma) path of rung 11, kernels/tensorcore_sm90.cu. */
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
 
 namespace fsg {

@@ -1,7 +1,7 @@
 /*
- * The Hopper path of rungs 10 (tf32) and 11 (tf32x3): wgmma, built for
- * sm_90a only (setup.py's FILE_ARCHS). Their launchers call it on devices of
- * compute capability 9.0 and keep the mma.sync path for Ampere and Ada.
+ * The Hopper path of rung 11 (tf32x3): wgmma, built for sm_90a only
+ * (setup.py's FILE_ARCHS). Its launcher calls it on devices of compute
+ * capability 9.0 and keeps the mma.sync path for Ampere and Ada.
  *
  * mma.sync is a warp's instruction and feeds the tensor cores from registers
  * that every lane loads from shared memory first. Hopper's wgmma is issued by
@@ -15,18 +15,21 @@
  * two places in shared memory:
  *   1. staging: cp.async brings the tile in its global layout (the same
  *      loaders as the mma.sync path, kernels/tensorcore.cuh), S stages deep;
- *   2. operands: the threads round each value to TF32 (tf32) or split it into
- *      hi and lo (tf32x3) and write it K-major, core matrix by core matrix,
- *      into one of two operand buffers. This pass also transposes B when it
- *      is row-major, so every layout takes the same route.
+ *   2. operands: the threads split each value into hi and lo and write both
+ *      K-major, core matrix by core matrix, into one of two operand buffers.
+ *      This pass also transposes B when it is row-major, so every layout
+ *      takes the same route.
  * The conversion of tile t + 1 runs while the tensor cores work on tile t.
+ * (Rung 10 stays on mma.sync on Hopper too: the same kernel with one rounded
+ * copy and one product per tile measured 106 TFLOP/s at 4096^3 against
+ * mma.sync's 143; benchmarks/NOTES.md.)
  *
  * Core-matrix layout of a ROWS x BK operand tile, no swizzle: core matrix
  * (row / 8, k / 4) holds rows row..row+7 of 4 consecutive k as 128 contiguous
  * bytes; core matrices adjacent along k are 128 bytes apart (the descriptor's
  * leading byte offset), along rows BK / 4 * 128 bytes (its stride byte offset).
  *
- * tf32x3's sums follow rung 11: the main term hi_a hi_b of each BK-deep tile
+ * The sums follow rung 11: the main term hi_a hi_b of each BK-deep tile
  * comes out of the tensor core into a temporary and is added to the running
  * sum with FP32 FADDs (round to nearest); the corrections accumulate inside.
  *
@@ -86,10 +89,10 @@ __device__ __forceinline__ void touch(float (&d)[64]) {
 }
 
 /* One operand tile (kBM rows, kBK deep) from staging into K-major core
- * matrices, rounded (hi only) or split (hi and lo). value_at(row, k) is the
- * staged element's offset; ALONG_K says k is contiguous there, so four
- * consecutive k are one 16-byte read. */
-template <bool SPLIT, bool ALONG_K, typename Offset>
+ * matrices, split into hi and lo. value_at(row, k) is the staged element's
+ * offset; ALONG_K says k is contiguous there, so four consecutive k are one
+ * 16-byte read. */
+template <bool ALONG_K, typename Offset>
 __device__ __forceinline__ void convert_tile(const float *staged, Offset value_at, float *hi, float *lo, int tid) {
     constexpr int kChunks = kBM * kBK / 4;  // four k of one row each
 #pragma unroll
@@ -105,32 +108,26 @@ __device__ __forceinline__ void convert_tile(const float *staged, Offset value_a
         const int to = ((row / 8) * (kBK / 4) + k4) * 32 + (row % 8) * 4;
         uint32_t h[4], l[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            if constexpr (SPLIT) tensorcore::split(v[e], h[e], l[e]);
-            else h[e] = tensorcore::to_tf32(v[e]);
-        }
+        for (int e = 0; e < 4; ++e) tensorcore::split(v[e], h[e], l[e]);
         *reinterpret_cast<uint4 *>(hi + to) = make_uint4(h[0], h[1], h[2], h[3]);
-        if constexpr (SPLIT) *reinterpret_cast<uint4 *>(lo + to) = make_uint4(l[0], l[1], l[2], l[3]);
+        *reinterpret_cast<uint4 *>(lo + to) = make_uint4(l[0], l[1], l[2], l[3]);
     }
 }
 
-template <bool SPLIT>
-struct Layout {
-    static constexpr int kStages = SPLIT ? 2 : 3;                  // staging depth: what shared memory allows
-    static constexpr int kOperandSets = SPLIT ? 4 : 2;             // A hi, B hi (, A lo, B lo)
-    template <bool A_TRANS, bool B_TRANS>
-    static constexpr size_t smem_bytes() {
-        return sizeof(float) * ((size_t)kStages * (SmemTile<kBM, kBK, A_TRANS, false>::kFloats +
-                                                   SmemTile<kBK, kBN, B_TRANS, true>::kFloats) +
-                                2 * kOperandSets * kOperandFloats);
-    }
-};
+constexpr int kStages = 2;  // staging depth: what shared memory leaves after the operand buffers
+constexpr int kSets = 4;    // operand tiles per buffer: A hi, B hi, A lo, B lo
 
-template <bool SPLIT, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) wgmma_sgemm_kernel(fsg_gemm g) {
+template <bool A_TRANS, bool B_TRANS>
+constexpr size_t smem_bytes() {
+    return sizeof(float) * ((size_t)kStages * (SmemTile<kBM, kBK, A_TRANS, false>::kFloats +
+                                               SmemTile<kBK, kBN, B_TRANS, true>::kFloats) +
+                            2 * kSets * kOperandFloats);
+}
+
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(kThreads, 1) wgmma_tf32x3_kernel(fsg_gemm g) {
     using TileA = SmemTile<kBM, kBK, A_TRANS, false>;
     using TileB = SmemTile<kBK, kBN, B_TRANS, true>;
-    constexpr int kStages = Layout<SPLIT>::kStages, kSets = Layout<SPLIT>::kOperandSets;
     extern __shared__ float4 smem[];
     float *const operands = reinterpret_cast<float *>(smem);  // [2][kSets][kOperandFloats], 16-byte aligned
     float *const a_stages = operands + 2 * kSets * kOperandFloats;
@@ -157,16 +154,16 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_sgemm_kernel(fsg_gemm g) {
     auto convert = [&](Index t) {  // staged tile t into operand buffer t % 2
         const int slot = (int)(t % kStages), buffer = (int)(t & 1);
         const float *as = a_stages + slot * TileA::kFloats, *bs = b_stages + slot * TileB::kFloats;
-        convert_tile<SPLIT, TileA::kAlongK>(as, [](int row, int kk) { return TileA::offset(row, kk); },
-                                            operand(buffer, 0), operand(buffer, 2 % kSets), tid);
-        convert_tile<SPLIT, TileB::kAlongK>(bs, [](int row, int kk) { return TileB::offset(kk, row); },
-                                            operand(buffer, 1), operand(buffer, 3 % kSets), tid);
+        convert_tile<TileA::kAlongK>(as, [](int row, int kk) { return TileA::offset(row, kk); }, operand(buffer, 0),
+                                     operand(buffer, 2), tid);
+        convert_tile<TileB::kAlongK>(bs, [](int row, int kk) { return TileB::offset(kk, row); }, operand(buffer, 1),
+                                     operand(buffer, 3), tid);
         fence_proxy_async();
     };
 
-    float acc[64] = {};   // tf32: the sum; tf32x3: the corrections
-    float main[64] = {};  // tf32x3: the main term's running sum (unused by tf32)
-    float part[64];       // tf32x3: this tile's main term, out of the tensor core
+    float corr[64] = {};  // the corrections, summed by the tensor core
+    float main[64] = {};  // the main term's running sum (FADD)
+    float part[64];       // this tile's main term, out of the tensor core
 
     for (int s = 0; s < kStages; ++s) fetch(s);
     if (steps > 0) {
@@ -179,19 +176,15 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_sgemm_kernel(fsg_gemm g) {
         const int buffer = (int)(t & 1);
         const float *a_hi = operand(buffer, 0) + warpgroup * (kWgRows / 8) * (kCoreStride / 4);
         const float *b_hi = operand(buffer, 1);
+        const float *a_lo = operand(buffer, 2) + warpgroup * (kWgRows / 8) * (kCoreStride / 4);
+        const float *b_lo = operand(buffer, 3);
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < kBK / 8; ++s) {  // k-steps of 8: two core matrices, 256 bytes, along k
             const uint64_t da = descriptor(a_hi + 64 * s, 128, kCoreStride), db = descriptor(b_hi + 64 * s, 128, kCoreStride);
-            if constexpr (SPLIT) {
-                const float *a_lo = operand(buffer, 2) + warpgroup * (kWgRows / 8) * (kCoreStride / 4);
-                const float *b_lo = operand(buffer, 3);
-                wgmma_64x128x8(part, da, db, s > 0);
-                wgmma_64x128x8(acc, descriptor(a_lo + 64 * s, 128, kCoreStride), db, 1);
-                wgmma_64x128x8(acc, da, descriptor(b_lo + 64 * s, 128, kCoreStride), 1);
-            } else {
-                wgmma_64x128x8(acc, da, db, 1);
-            }
+            wgmma_64x128x8(part, da, db, s > 0);
+            wgmma_64x128x8(corr, descriptor(a_lo + 64 * s, 128, kCoreStride), db, 1);
+            wgmma_64x128x8(corr, da, descriptor(b_lo + 64 * s, 128, kCoreStride), 1);
         }
         wgmma_commit();
 
@@ -202,12 +195,10 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_sgemm_kernel(fsg_gemm g) {
         if (t + 1 < steps) convert(t + 1);
 
         wgmma_wait_all();
-        touch(acc);
-        if constexpr (SPLIT) {
-            touch(part);
+        touch(corr);
+        touch(part);
 #pragma unroll
-            for (int i = 0; i < 64; ++i) main[i] += part[i];
-        }
+        for (int i = 0; i < 64; ++i) main[i] += part[i];
         __syncthreads();  // buffer t + 1 is complete; buffer t and slot t + 1 are free
     }
 
@@ -217,11 +208,10 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_sgemm_kernel(fsg_gemm g) {
     for (int i = 0; i < 64; ++i) {
         const Index row = row0 + warpgroup * kWgRows + warp * 16 + group + 8 * ((i % 4) / 2);
         const Index col = col0 + 8 * (i / 4) + 2 * quad + i % 2;
-        if (row < m && col < n) store_d(g, row, col, SPLIT ? tensorcore::combine(main[i], acc[i]) : acc[i]);
+        if (row < m && col < n) store_d(g, row, col, tensorcore::combine(main[i], corr[i]));
     }
 }
 
-template <bool SPLIT>
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
@@ -229,8 +219,8 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     const cudaError_t launch_status = for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        constexpr size_t kSmem = Layout<SPLIT>::template smem_bytes<kA, kB>();
-        auto kernel = vec ? wgmma_sgemm_kernel<SPLIT, I, kA, kB, true> : wgmma_sgemm_kernel<SPLIT, I, kA, kB, false>;
+        constexpr size_t kSmem = smem_bytes<kA, kB>();
+        auto kernel = vec ? wgmma_tf32x3_kernel<I, kA, kB, true> : wgmma_tf32x3_kernel<I, kA, kB, false>;
         attribute_status = launch_with_smem(kernel, grid, kThreads, kSmem, stream, *g);
     });
     return attribute_status != cudaSuccess ? attribute_status : launch_status;
@@ -239,10 +229,6 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
 }  // namespace hopper
 }  // namespace fsg
 
-extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::launch<false>(g, stream);
-}
-
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::launch<true>(g, stream);
+    return fsg::hopper::launch(g, stream);
 }

@@ -106,3 +106,23 @@ def test_scalar_rungs_have_no_vector_global_loads(compiled):
     for k in CUDA_RUNGS:
         if k.rung is not None and k.rung < 6:
             assert "LDG.E.128" not in sass_opcodes(compiled[k.name][1]), k.name
+
+
+HOPPER_SOURCE = ROOT / "kernels" / "tensorcore_sm90.cu"  # tf32x3's wgmma path, built for sm_90a only
+
+
+def test_hopper_path_uses_wgmma(tmp_path):
+    """tf32x3's Hopper path must compile to HGMMA (wgmma), and its 32-bit-index kernels (every problem whose
+    offsets fit in 2^31) must not spill."""
+    assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
+    obj = tmp_path / "tensorcore_sm90.o"
+    command = [NVCC, *nvcc_flags(), "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-I",
+               str(ROOT / "kernels"), "-c", str(HOPPER_SOURCE), "-o", str(obj)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = done.stdout + done.stderr
+    kernels = re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", report, re.S)
+    assert kernels, report
+    spilling = [name for name, spills in kernels if "kernelIi" in name and spills != "0"]
+    assert not spilling, f"32-bit-index wgmma kernels spill: {spilling}"
+    assert any(op.startswith("HGMMA") for op in sass_opcodes(obj)), "no HGMMA in the Hopper path's SASS"
