@@ -11,8 +11,8 @@ import pytest
 import fastsgemm
 
 SEED = int(os.environ.get("FASTSGEMM_TEST_SEED", "20261122"))
-FP32_TOLERANCE = 1e-5  # relative Frobenius error against float64, K <= 4096
-TF32_TOLERANCE = 2e-3  # operands rounded to TF32 (2^-11 each): about 3e-4 typically, up to 1e-3 at K = 1
+FP32_TOLERANCE = fastsgemm._api.ERROR_BOUND["fp32"]  # relative Frobenius error against float64, K <= 4096
+TF32_TOLERANCE = fastsgemm._api.ERROR_BOUND["tf32"]  # operands rounded to TF32
 _PRECISION = {k.name: k.precision for k in fastsgemm.kernels()}
 
 
