@@ -24,10 +24,13 @@
  * copy and one product per tile measured 106 TFLOP/s at 4096^3 against
  * mma.sync's 143; benchmarks/NOTES.md.)
  *
- * Core-matrix layout of a ROWS x BK operand tile, no swizzle: core matrix
- * (row / 8, k / 4) holds rows row..row+7 of 4 consecutive k as 128 contiguous
- * bytes; core matrices adjacent along k are 128 bytes apart (the descriptor's
- * leading byte offset), along rows BK / 4 * 128 bytes (its stride byte offset).
+ * Operand layout, wgmma's 128-byte swizzle: with BK = 32 a row of an operand
+ * tile (32 TF32 values) is exactly 128 bytes, and 8 rows make a 1024-byte
+ * atom; the 16-byte chunk c of row r sits at chunk position c ^ (r % 8) of its
+ * row. The XOR spreads both the conversion's stores and the tensor cores'
+ * reads of one k-slice over all banks. Atoms of 8 rows are 1024 bytes apart
+ * (the descriptor's stride byte offset); a k-step of 8 moves the start
+ * address by 32 bytes, and the hardware applies the same XOR.
  *
  * The sums follow rung 11: the main term hi_a hi_b of each BK-deep tile
  * comes out of the tensor core into a temporary and is added to the running
@@ -45,15 +48,16 @@ using tensorcore::SmemTile;
 
 constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256;
 constexpr int kWgRows = 64;                           // rows of D per warpgroup
-constexpr int kCoreStride = kBK / 4 * 128;            // bytes between core matrices 8 rows apart
+constexpr int kAtomBytes = 1024;                      // 8 rows of 128 bytes: one swizzle atom
+static_assert(kBK * 4 == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
 constexpr int kOperandFloats = kBM * kBK;             // one K-major operand tile (A or B, BM == BN)
 
-/* The shared-memory matrix descriptor of wgmma: start address, leading and
- * stride byte offsets (all in 16-byte units), no swizzle. */
-__device__ __forceinline__ uint64_t descriptor(const float *smem, uint32_t leading_bytes, uint32_t stride_bytes) {
+/* The shared-memory matrix descriptor of wgmma for a K-major operand in the
+ * 128-byte swizzle: start address and the atoms' stride in 16-byte units,
+ * swizzle mode 1 in bits 62-63 (the leading byte offset is unused there). */
+__device__ __forceinline__ uint64_t descriptor(const float *smem) {
     const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-    return (uint64_t)((address & 0x3FFFF) >> 4) | ((uint64_t)(leading_bytes >> 4) << 16) |
-           ((uint64_t)(stride_bytes >> 4) << 32);
+    return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(kAtomBytes >> 4) << 32) | (1ull << 62);
 }
 
 /* d (+)= A * B for a 64 x 128 x 8 tile: A from descriptor a, B^T from b. With
@@ -105,7 +109,7 @@ __device__ __forceinline__ void convert_tile(const float *staged, Offset value_a
 #pragma unroll
             for (int e = 0; e < 4; ++e) v[e] = staged[value_at(row, 4 * k4 + e)];
         }
-        const int to = ((row / 8) * (kBK / 4) + k4) * 32 + (row % 8) * 4;
+        const int to = row * 32 + ((k4 ^ (row % 8)) * 4);  // row of 32 floats, chunk swizzled
         uint32_t h[4], l[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) tensorcore::split(v[e], h[e], l[e]);
@@ -128,7 +132,7 @@ template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads, 1) wgmma_tf32x3_kernel(fsg_gemm g) {
     using TileA = SmemTile<kBM, kBK, A_TRANS, false>;
     using TileB = SmemTile<kBK, kBN, B_TRANS, true>;
-    extern __shared__ float4 smem[];
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
     float *const operands = reinterpret_cast<float *>(smem);  // [2][kSets][kOperandFloats], 16-byte aligned
     float *const a_stages = operands + 2 * kSets * kOperandFloats;
     float *const b_stages = a_stages + kStages * TileA::kFloats;
@@ -174,17 +178,17 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_tf32x3_kernel(fsg_gemm g) {
     }
     for (Index t = 0; t < steps; ++t) {
         const int buffer = (int)(t & 1);
-        const float *a_hi = operand(buffer, 0) + warpgroup * (kWgRows / 8) * (kCoreStride / 4);
+        const float *a_hi = operand(buffer, 0) + warpgroup * kWgRows * kBK;
         const float *b_hi = operand(buffer, 1);
-        const float *a_lo = operand(buffer, 2) + warpgroup * (kWgRows / 8) * (kCoreStride / 4);
+        const float *a_lo = operand(buffer, 2) + warpgroup * kWgRows * kBK;
         const float *b_lo = operand(buffer, 3);
         wgmma_fence();
 #pragma unroll
-        for (int s = 0; s < kBK / 8; ++s) {  // k-steps of 8: two core matrices, 256 bytes, along k
-            const uint64_t da = descriptor(a_hi + 64 * s, 128, kCoreStride), db = descriptor(b_hi + 64 * s, 128, kCoreStride);
+        for (int s = 0; s < kBK / 8; ++s) {  // k-steps of 8: 32 bytes along each 128-byte row
+            const uint64_t da = descriptor(a_hi + 8 * s), db = descriptor(b_hi + 8 * s);
             wgmma_64x128x8(part, da, db, s > 0);
-            wgmma_64x128x8(corr, descriptor(a_lo + 64 * s, 128, kCoreStride), db, 1);
-            wgmma_64x128x8(corr, da, descriptor(b_lo + 64 * s, 128, kCoreStride), 1);
+            wgmma_64x128x8(corr, descriptor(a_lo + 8 * s), db, 1);
+            wgmma_64x128x8(corr, da, descriptor(b_lo + 8 * s), 1);
         }
         wgmma_commit();
 
