@@ -37,7 +37,10 @@ def plot(path):
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for name, points in series.items():
         n, gflops, _ = zip(*points)
-        style = dict(color="black", linestyle="--", linewidth=2) if name == "cublas" else dict(marker="o", markersize=3)
+        if name.startswith("cublas"):  # the yardsticks: FP32 black, TF32 gray
+            style = dict(color="black" if name == "cublas" else "gray", linestyle="--", linewidth=2)
+        else:
+            style = dict(marker="o", markersize=3)
         ax.plot(n, [g / 1000 for g in gflops], label=name, **style)
     ax.axhline(device["fp32_peak_gflops"] / 1000, color="gray", linewidth=1, linestyle=":")
     ax.text(min(min(p[0] for p in pts) for pts in series.values()), device["fp32_peak_gflops"] / 1000 * 1.02,
@@ -54,7 +57,7 @@ def plot(path):
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for name, points in series.items():
-        if name == "cublas":
+        if name.startswith("cublas"):  # cuBLAS TF32 (7x) would flatten the ladder; it is in the first plot
             continue
         n, _, ratio = zip(*points)
         ax.plot(n, [100 * r for r in ratio], label=name, marker="o", markersize=3)

@@ -87,14 +87,17 @@ class ClockSampler:
 
 
 def git_commit():
-    """The checkout's commit, or $FASTSGEMM_GIT_COMMIT where there is no git (a copied work tree)."""
+    """$FASTSGEMM_GIT_COMMIT when set (a copied work tree, whose .git, if any, may be older than the tree), else
+    the checkout's commit."""
+    if os.environ.get("FASTSGEMM_GIT_COMMIT"):
+        return os.environ["FASTSGEMM_GIT_COMMIT"]
     try:
         root = Path(__file__).resolve().parents[2]
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, timeout=10).stdout.strip()
     except Exception:
         commit = ""
-    return commit or os.environ.get("FASTSGEMM_GIT_COMMIT") or None
+    return commit or None
 
 
 def _median_wall_ms(call, repeats, warmup=2):
