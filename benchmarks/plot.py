@@ -28,6 +28,18 @@ def load(path):
     return data["meta"], {name: sorted(series[name]) for name in names}
 
 
+def finish(fig, ax, title, ylabel, path):
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("M = N = K")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot(path):
     meta, series = load(path)
     device = meta["device"]
@@ -45,15 +57,7 @@ def plot(path):
     ax.axhline(device["fp32_peak_gflops"] / 1000, color="gray", linewidth=1, linestyle=":")
     ax.text(min(min(p[0] for p in pts) for pts in series.values()), device["fp32_peak_gflops"] / 1000 * 1.02,
             f"FP32 peak {device['fp32_peak_gflops'] / 1000:.1f} TFLOP/s", color="gray", fontsize=8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("M = N = K")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(f"{stem}-gflops.png", dpi=110)
-    plt.close(fig)
+    finish(fig, ax, title, "TFLOP/s", f"{stem}-gflops.png")
 
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for name, points in series.items():
@@ -62,15 +66,7 @@ def plot(path):
         n, _, ratio = zip(*points)
         ax.plot(n, [100 * r for r in ratio], label=name, marker="o", markersize=3)
     ax.axhline(100, color="black", linestyle="--", linewidth=2, label="cublas")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("M = N = K")
-    ax.set_ylabel("% of cuBLAS (true FP32, same run)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(f"{stem}-vs-cublas.png", dpi=110)
-    plt.close(fig)
+    finish(fig, ax, title, "% of cuBLAS (true FP32, same run)", f"{stem}-vs-cublas.png")
     return [f"{stem}-gflops.png", f"{stem}-vs-cublas.png"]
 
 

@@ -103,14 +103,12 @@ template <typename Cfg>
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
-    cudaError_t attribute_status = cudaSuccess;
-    const cudaError_t launch_status = for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
         auto kernel = vec ? warptile_sgemm_kernel<Cfg, I, kA, kB, true> : warptile_sgemm_kernel<Cfg, I, kA, kB, false>;
-        attribute_status = launch_with_smem(kernel, grid, Cfg::kThreads, Cfg::kSmemBytes, stream, *g);
+        launch_with_smem(kernel, grid, Cfg::kThreads, Cfg::kSmemBytes, stream, *g);
     });
-    return attribute_status != cudaSuccess ? attribute_status : launch_status;
 }
 
 }  // namespace warptile

@@ -83,17 +83,14 @@ cudaError_t for_layouts(const fsg_gemm &g, Launch &&launch) {
 }
 
 /* kernel<<<grid, threads, smem, stream>>>(g), first raising the kernel's
- * dynamic shared-memory limit when smem passes the 48 KiB default. Returns the
- * attribute call's error; the launch's own shows in cudaGetLastError(). */
+ * dynamic shared-memory limit when smem passes the 48 KiB default. A failure
+ * of either shows in cudaGetLastError(), which for_layouts returns. */
 template <typename Kernel>
-cudaError_t launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                             const fsg_gemm &g) {
-    if (smem > 48 * 1024) {
-        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (err != cudaSuccess) return err;
-    }
+void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, const fsg_gemm &g) {
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return;
     kernel<<<grid, threads, smem, stream>>>(g);
-    return cudaSuccess;
 }
 
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a

@@ -219,15 +219,13 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_tf32x3_kernel(fsg_gemm g) {
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
-    cudaError_t attribute_status = cudaSuccess;
-    const cudaError_t launch_status = for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
         constexpr size_t kSmem = smem_bytes<kA, kB>();
         auto kernel = vec ? wgmma_tf32x3_kernel<I, kA, kB, true> : wgmma_tf32x3_kernel<I, kA, kB, false>;
-        attribute_status = launch_with_smem(kernel, grid, kThreads, kSmem, stream, *g);
+        launch_with_smem(kernel, grid, kThreads, kSmem, stream, *g);
     });
-    return attribute_status != cudaSuccess ? attribute_status : launch_status;
 }
 
 }  // namespace hopper

@@ -29,12 +29,13 @@ def pytest_runtest_setup(item):
         pytest.skip("compute-sanitizer runs take minutes: opt in with -m sanitizer")
 
 
-def rung_params(device=None):
-    """One pytest.param per registered rung (optionally only "cpu" or "cuda" ones), GPU rungs marked `gpu`."""
+def rung_params(device=None, precision=None):
+    """One pytest.param per registered rung (optionally only "cpu" or "cuda" ones, only "fp32" or "tf32" ones),
+    GPU rungs marked `gpu`."""
     return [
         pytest.param(k.name, marks=[pytest.mark.gpu] if k.device == "cuda" else [], id=k.name)
         for k in fastsgemm.kernels()
-        if device is None or k.device == device
+        if (device is None or k.device == device) and (precision is None or k.precision == precision)
     ]
 
 

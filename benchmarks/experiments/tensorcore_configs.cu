@@ -3,8 +3,10 @@
 // configuration of one policy sums over k in the same order, so its output must equal the
 // shipped configuration's bit for bit; the time is the median of 15 CUDA-event timings after 3
 // warm-ups, random inputs.
-//   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels benchmarks/experiments/tensorcore_configs.cu \
-//        kernels/fill_random.cu -o /tmp/tc && /tmp/tc
+// (Built for sm_90a because rung 11's file calls its wgmma path, kernels/tensorcore_sm90.cu; the sweep
+// and its references are the mma.sync path.)
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels benchmarks/experiments/tensorcore_configs.cu \
+//        kernels/tensorcore_sm90.cu kernels/fill_random.cu -o /tmp/tc && /tmp/tc
 #include <cstdio>
 
 #include "../../kernels/10_tf32.cu"
@@ -49,7 +51,7 @@ int main() {
         fsg_gemm g = {m, n, k, 1.0f, 0.0f, a, lda, false, b, ldb, false, nullptr, 0, ref1, ldd};
         fsg_tf32_sgemm(&g, 0);  // the references: the shipped configurations through the real launchers
         g.d = ref3;
-        fsg_tf32x3_sgemm(&g, 0);
+        fsg::tensorcore::launch<fsg::tf32x3::Tiling, SplitThree<fsg::tf32x3::Tiling>>(&g, 0);  // mma.sync path
         cudaDeviceSynchronize();
         run<MmaTiling<128, 128, 32, 2, 4, 3, 1>, RoundOnce>("tf32 128x128x32 w64x32 s3 (shipped)", g, ref1, scratch);
         run<MmaTiling<128, 128, 32, 2, 4, 4, 1>, RoundOnce>("tf32 128x128x32 w64x32 s4", g, ref1, scratch);
