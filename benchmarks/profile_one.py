@@ -1,7 +1,7 @@
 """Runs one rung twice on random device inputs, for a profiler to catch the
 second launch (the first warms up). Used by benchmarks/profile.sh.
 
-    python benchmarks/profile_one.py RUNG M N K
+    python benchmarks/profile_one.py RUNG M N K       (RUNG may name a configuration: warptile:64x64x16)
 
 Launch order: three fills (A, B, out), then the rung twice: the second run of
 the rung starts at launch index 4 (0-based).
@@ -9,7 +9,7 @@ the rung starts at launch index 4 (0-based).
 import sys
 
 from fastsgemm import _sgemm
-from fastsgemm._api import _INDEX
+from fastsgemm._api import _parse_kernel
 from fastsgemm._bench import _random_device_matrix
 
 name, m, n, k = sys.argv[1], *(int(x) for x in sys.argv[2:5])
@@ -17,5 +17,5 @@ a = _random_device_matrix(m, k, 1, 0)
 b = _random_device_matrix(k, n, 2, 0)
 out = _random_device_matrix(m, n, 3, 0)
 for _ in range(2):
-    _sgemm.gemm(_INDEX[name], a._core(), b._core(), None, out._core(), 1.0, 0.0, None)
+    _sgemm.gemm(_parse_kernel(name), a._core(), b._core(), None, out._core(), 1.0, 0.0, None)
 _sgemm.synchronize(None)

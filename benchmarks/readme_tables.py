@@ -2,6 +2,7 @@
 
 - the kernel list, from the registry (fastsgemm.kernels());
 - the ladder results, from committed benchmark data (benchmarks/results/ladder-h100.json);
+- what kernel="auto" ran at each shape of that sweep, against the fastest FP32-accurate rung there;
 - the error against float64 as K grows, from benchmarks/results/numerics-h100.json.
 
     python benchmarks/readme_tables.py          # rewrite README.md in place
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import fastsgemm
+from fastsgemm.bench import auto_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -33,7 +35,7 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         return "(no committed benchmark data yet)"
     data = json.loads(path.read_text())
     meta, rows = data["meta"], data["rows"]
-    picked = [r for r in rows if (r["M"], r["N"], r["K"]) == shape and "skipped" not in r]
+    picked = [r for r in rows if (r["M"], r["N"], r["K"]) == shape and "skipped" not in r and r["kernel"] != "auto"]
     if not picked:
         return f"(the committed data has no {shape[0]}x{shape[1]}x{shape[2]} rows)"
     order = {k.name: i for i, k in enumerate(fastsgemm.kernels())}
@@ -51,6 +53,26 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         peak = f"{100 * r['gflops'] / r['peak_gflops_at_clock']:.1f}" if r.get("peak_gflops_at_clock") else "-"
         lines.append(f"| `{r['kernel']}` | {r['gflops']:,.0f} | {100 * r['ratio_to_cublas']:.1f} | "
                      f"{r.get('sm_clock_mhz') or '-'} | {peak} |")
+    return "\n".join(lines)
+
+
+def auto_table(path=RESULTS):
+    if not path.exists():
+        return "(no committed benchmark data yet)"
+    data = json.loads(path.read_text())
+    verdicts = auto_verdicts(data["rows"])
+    if not verdicts:
+        return "(the committed data has no kernel=\"auto\" rows)"
+    lines = [
+        f"{data['meta']['device']['name']}, the same sweep (commit {data['meta']['git_commit']}): what `auto` ran, "
+        "against the fastest FP32-accurate rung timed at that shape (TF32 rungs excluded).",
+        "",
+        "| shape | `auto` ran | GFLOP/s | fastest FP32 rung in the sweep | GFLOP/s | auto / fastest |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    for v in verdicts:
+        lines.append(f"| {v['shape']} | `{v['picked']}` | {v['auto_gflops']:,.0f} | `{v['fastest']}` | "
+                     f"{v['fastest_gflops']:,.0f} | {v['ratio']:.3f} |")
     return "\n".join(lines)
 
 
@@ -87,6 +109,7 @@ def replace_block(text, name, body):
 def render(text):
     text = replace_block(text, "kernels", kernel_table())
     text = replace_block(text, "ladder", ladder_table())
+    text = replace_block(text, "auto", auto_table())
     return replace_block(text, "numerics", numerics_table())
 
 

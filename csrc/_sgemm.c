@@ -206,12 +206,55 @@ static void leave_device(int previous) {
     if (previous >= 0) cudaSetDevice(previous);
 }
 
-/* ---- gemm(rung, a, b, c, out, alpha, beta, stream) ---- */
+/* ---- kernels: a rung, or one of its configurations ---- */
+
+typedef struct kernel_choice {
+    const fsg_rung *rung;
+    fsg_launcher launch;
+    int64_t max_dim;
+    char name[96]; /* "rung" or "rung:config", for messages */
+} kernel_choice;
+
+/* Reads a kernel as Python passes it: a registry index (the rung's own
+ * launcher) or a (registry index, configuration index) pair, where a
+ * configuration index of -1 also means the rung's own launcher. */
+static int parse_kernel(PyObject *obj, kernel_choice *choice) {
+    long index, config = -1;
+    if (PyTuple_Check(obj)) {
+        if (!PyArg_ParseTuple(obj, "ll;a kernel is a rung index or (rung index, configuration index)", &index, &config))
+            return -1;
+    } else {
+        index = PyLong_AsLong(obj);
+        if (index == -1 && PyErr_Occurred()) return -1;
+    }
+    if (index < 0 || index >= fsg_rung_count) {
+        PyErr_Format(PyExc_ValueError, "no rung number %ld in the registry", index);
+        return -1;
+    }
+    const fsg_rung *rung = &fsg_rungs[index];
+    if (config < -1 || config >= rung->config_count) {
+        PyErr_Format(PyExc_ValueError, "rung '%s' has no configuration number %ld", rung->name, config);
+        return -1;
+    }
+    choice->rung = rung;
+    if (config < 0) {
+        choice->launch = rung->launch;
+        choice->max_dim = rung->max_dim;
+        snprintf(choice->name, sizeof choice->name, "%s", rung->name);
+    } else {
+        choice->launch = rung->configs[config].launch;
+        choice->max_dim = rung->configs[config].max_dim;
+        snprintf(choice->name, sizeof choice->name, "%s:%s", rung->name, rung->configs[config].name);
+    }
+    return 0;
+}
+
+/* ---- gemm(kernel, a, b, c, out, alpha, beta, stream) ---- */
 
 static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     module_state *st = get_state(module);
     if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "gemm(rung, a, b, c, out, alpha, beta, stream) takes 8 arguments");
+        PyErr_SetString(PyExc_TypeError, "gemm(kernel, a, b, c, out, alpha, beta, stream) takes 8 arguments");
         return NULL;
     }
     PyObject *result = NULL;
@@ -220,13 +263,9 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const char *names[4] = {"A", "B", "out", "C"};
     PyObject *objs[4] = {args[1], args[2], args[4], args[3]};
 
-    const long index = PyLong_AsLong(args[0]);
-    if (index == -1 && PyErr_Occurred()) goto exit;
-    if (index < 0 || index >= fsg_rung_count) {
-        PyErr_Format(PyExc_ValueError, "no rung number %ld in the registry", index);
-        goto exit;
-    }
-    const fsg_rung *rung = &fsg_rungs[index];
+    kernel_choice kernel;
+    if (parse_kernel(args[0], &kernel) < 0) goto exit;
+    const fsg_rung *rung = kernel.rung;
     const double alpha = PyFloat_AsDouble(args[5]);
     if (alpha == -1.0 && PyErr_Occurred()) goto exit;
     const double beta = PyFloat_AsDouble(args[6]);
@@ -268,20 +307,20 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      rung->name);
         goto exit;
     }
-    if (a->rows > rung->max_dim || b->cols > rung->max_dim) {
-        PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", rung->name,
-                     (long long)rung->max_dim, (long long)a->rows, (long long)b->cols);
+    if (a->rows > kernel.max_dim || b->cols > kernel.max_dim) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", kernel.name,
+                     (long long)kernel.max_dim, (long long)a->rows, (long long)b->cols);
         goto exit;
     }
     if (enter_device(st, device, &previous_device) < 0) goto exit;
 
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
-    err = fsg_run_gemm(rung, a, b, c, out, (float)alpha, (float)beta, stream);
+    err = fsg_run_gemm(rung, kernel.launch, a, b, c, out, (float)alpha, (float)beta, stream);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {
-        char what[96];
-        snprintf(what, sizeof what, "sgemm with kernel '%s'", rung->name);
+        char what[128];
+        snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel.name);
         raise_cuda_error(st, err, what);
         goto exit;
     }
@@ -293,9 +332,9 @@ exit:
     return result;
 }
 
-/* ---- time_gemm(rung, sets, alpha, beta, warmup, repeats, stream) ---- */
+/* ---- time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) ---- */
 
-/* Times `repeats` runs of one rung with CUDA events, one pair around each run,
+/* Times `repeats` runs of one kernel (as gemm takes it) with CUDA events, one pair around each run,
  * all queued back to back so the GPU never waits for the host between them.
  * `sets` is a list of (a, b, c or None, out) device operands, used in turn
  * (rotating inputs keeps small problems from being timed out of L2).
@@ -303,15 +342,16 @@ exit:
 static PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     module_state *st = get_state(module);
     if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "time_gemm(rung, sets, alpha, beta, warmup, repeats, stream) takes 7 arguments");
+        PyErr_SetString(PyExc_TypeError, "time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) takes 7 arguments");
         return NULL;
     }
-    const long index = PyLong_AsLong(args[0]);
+    kernel_choice kernel;
+    if (parse_kernel(args[0], &kernel) < 0) return NULL;
     const double alpha = PyFloat_AsDouble(args[2]), beta = PyFloat_AsDouble(args[3]);
     const long warmup = PyLong_AsLong(args[4]), repeats = PyLong_AsLong(args[5]);
     cudaStream_t stream;
     if (PyErr_Occurred() || stream_from_object(args[6], &stream) < 0) return NULL;
-    if (index < 0 || index >= fsg_rung_count || fsg_rungs[index].device != FSG_DEVICE_CUDA) {
+    if (kernel.rung->device != FSG_DEVICE_CUDA) {
         PyErr_SetString(PyExc_ValueError, "time_gemm times CUDA rungs only");
         return NULL;
     }
@@ -350,7 +390,6 @@ static PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
     }
     cudaError_t err = cudaSuccess;
-    const fsg_rung *rung = &fsg_rungs[index];
     Py_BEGIN_ALLOW_THREADS
     for (; created < 2 * repeats && err == cudaSuccess; ++created) err = cudaEventCreate(&events[created]);
     if (err != cudaSuccess) created--;  // the failed one was not made
@@ -359,8 +398,8 @@ static PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t n
         const long t = r - warmup;
         if (t >= 0) err = cudaEventRecord(events[2 * t], stream);
         if (err == cudaSuccess)
-            err = fsg_run_gemm(rung, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL, &m[3], (float)alpha, (float)beta,
-                               stream);
+            err = fsg_run_gemm(kernel.rung, kernel.launch, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL, &m[3],
+                               (float)alpha, (float)beta, stream);
         if (err == cudaSuccess && t >= 0) err = cudaEventRecord(events[2 * t + 1], stream);
     }
     if (err == cudaSuccess) err = cudaEventSynchronize(events[2 * repeats - 1]);
@@ -453,10 +492,18 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
     if (list == NULL) return NULL;
     for (int i = 0; i < fsg_rung_count; ++i) {
         const fsg_rung *r = &fsg_rungs[i];
-        PyObject *item = Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s}", "number", r->number, "name", r->name,
+        PyObject *configs = PyTuple_New(r->config_count);
+        for (int j = 0; configs != NULL && j < r->config_count; ++j) {
+            const fsg_config *c = &r->configs[j];
+            PyObject *config = Py_BuildValue("(ssL)", c->name, c->shape, (long long)c->max_dim);
+            if (config == NULL) Py_CLEAR(configs);
+            else PyTuple_SET_ITEM(configs, j, config);
+        }
+        PyObject *item = configs == NULL ? NULL
+                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N}", "number", r->number, "name", r->name,
                                        "idea", r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu",
                                        "source", r->source, "max_dim", (long long)r->max_dim, "sass", r->sass,
-                                       "precision", r->precision);
+                                       "precision", r->precision, "configs", configs);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -818,13 +865,15 @@ static PyObject *dlpack_export(PyObject *module, PyObject *args) {
 
 static PyMethodDef module_methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))gemm, METH_FASTCALL,
-     "gemm(rung, a, b, c, out, alpha, beta, stream): out = alpha * a @ b + beta * c with registry rung number"},
+     "gemm(kernel, a, b, c, out, alpha, beta, stream): out = alpha * a @ b + beta * c with a registry rung number "
+     "or (rung number, configuration number)"},
     {"copy", (PyCFunction)(void (*)(void))copy, METH_FASTCALL, "copy(dst, src, stream): dst = src"},
     {"time_gemm", (PyCFunction)(void (*)(void))time_gemm, METH_FASTCALL,
-     "time_gemm(rung, sets, alpha, beta, warmup, repeats, stream) -> milliseconds of each timed run"},
+     "time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) -> milliseconds of each timed run"},
     {"fill_uniform", (PyCFunction)(void (*)(void))fill_uniform, METH_FASTCALL,
      "fill_uniform(pointer, count, seed, stream): uniform [-1, 1) floats in device memory"},
-    {"rungs", rungs, METH_NOARGS, "rungs() -> the registry, in ladder order, as a list of dicts"},
+    {"rungs", rungs, METH_NOARGS,
+     "rungs() -> the registry, in ladder order, as a list of dicts; configs: (name, shape, max_dim) tuples"},
     {"release_thread_resources", release_thread_resources, METH_NOARGS,
      "release_thread_resources(): destroy the calling thread's cuBLAS handle, if any"},
     {"device_count", device_count, METH_NOARGS, "device_count() -> number of CUDA devices; raises CudaError"},

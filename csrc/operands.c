@@ -257,7 +257,7 @@ static int64_t k_slices(const fsg_rung *rung, int64_t m, int64_t n, int64_t k) {
 
 /* D = alpha * A B + beta * C as the sum, in order, of `slices` K-slices, each
  * computed by the rung into a workspace on `work`'s side. */
-static cudaError_t launch_split_k(scratch *s, const fsg_rung *rung, fsg_side work, const fsg_gemm *g, int64_t slices,
+static cudaError_t launch_split_k(scratch *s, fsg_launcher launch, fsg_side work, const fsg_gemm *g, int64_t slices,
                                   cudaStream_t stream) {
     const int64_t m = g->m, n = g->n, per = (g->k + slices - 1) / slices;
     const int64_t step = (per + 3) / 4 * 4;  // slice starts stay 16-byte aligned for the vector rungs
@@ -275,7 +275,7 @@ static cudaError_t launch_split_k(scratch *s, const fsg_rung *rung, fsg_side wor
         part.c = NULL;
         part.d = w + used * m * n;
         part.ldd = n;
-        if ((err = rung->launch(&part, stream))) return err;
+        if ((err = launch(&part, stream))) return err;
     }
     if (work == FSG_DEVICE)
         return fsg_sum_k_slices_cuda(g->d, g->ldd, g->c, g->ldc, g->alpha, g->beta, w, (int)used, m, n, stream);
@@ -303,8 +303,8 @@ static void transpose_problem(fsg_gemm *g) {
     g->b_trans = !t.a_trans;
 }
 
-cudaError_t fsg_run_gemm(const fsg_rung *rung, const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *c,
-                         const fsg_matrix *out, float alpha, float beta, cudaStream_t stream) {
+cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
+                         const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta, cudaStream_t stream) {
     const int64_t m = out->rows, n = out->cols, k = a->cols;
     if (m == 0 || n == 0) return cudaSuccess;
     const fsg_side work = rung->device == FSG_DEVICE_CUDA ? FSG_DEVICE : FSG_HOST;
@@ -345,7 +345,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, const fsg_matrix *a, const fsg_ma
     if (d_layout == FSG_COL_MAJOR) transpose_problem(&g);
     if (work == FSG_DEVICE) s.used_stream = true;
     const int64_t slices = k_slices(rung, g.m, g.n, g.k);
-    err = slices > 1 ? launch_split_k(&s, rung, work, &g, slices, stream) : rung->launch(&g, stream);
+    err = slices > 1 ? launch_split_k(&s, launch, work, &g, slices, stream) : launch(&g, stream);
     if (err) goto exit;
     if (!direct && (err = move_matrix(&s, out, &d))) goto exit;
     if (out->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);

@@ -32,12 +32,13 @@ fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld);
 /* Whether the memory spans of two views intersect. */
 bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y);
 
-/* D = alpha * A * B + beta * C into `out`, with `rung`. C may be NULL only
- * when beta == 0. Every matrix is on one side; a CUDA rung with host matrices
+/* D = alpha * A * B + beta * C into `out`, with `rung` through `launch`: the
+ * rung's own launcher or one of its configurations'. C may be NULL only when
+ * beta == 0. Every matrix is on one side; a CUDA rung with host matrices
  * stages them through the device on `stream` and synchronises before it
  * returns. Shapes must already agree. Returns the first error. */
-cudaError_t fsg_run_gemm(const fsg_rung *rung, const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *c,
-                         const fsg_matrix *out, float alpha, float beta, cudaStream_t stream);
+cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
+                         const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta, cudaStream_t stream);
 
 /* dst = src for two views of one shape, on either side; synchronises before
  * returning when the destination is on the host. */

@@ -7,8 +7,9 @@
  * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
  * warp's fragment loads for one k-step are contiguous runs of shared memory and
  * every value loaded serves the squarest region the registers allow. The shape
- * is a template configuration (WarpTiling) so that benchmarks/ can sweep it;
- * the launcher uses kDefault, chosen by measurement (benchmarks/NOTES.md).
+ * is a template configuration (WarpTiling): the launcher uses kDefault, chosen
+ * by measurement (benchmarks/NOTES.md), and three more are built for the
+ * tuning table behind kernel="auto" (python -m fastsgemm.tune).
  *
  * Everything else is rung 8: two shared-memory stages, cp.async where layouts
  * agree and the matrix is aligned, register prefetch otherwise, one barrier per
@@ -116,4 +117,19 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
 
 extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::warptile::launch<fsg::warptile::kDefault>(g, stream);
+}
+
+/* Other configurations, for kernel="warptile:<name>" and the tuning behind
+ * kernel="auto" (kernels/registry.c lists them). Bigger tiles reuse more per
+ * load on big problems; smaller ones keep every SM busy on smaller ones. */
+extern "C" cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch<fsg::warptile::WarpTiling<128, 256, 16, 2, 4, 4, 8, 1>>(g, stream);
+}
+
+extern "C" cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch<fsg::warptile::WarpTiling<64, 128, 16, 2, 4, 4, 8, 3>>(g, stream);
+}
+
+extern "C" cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch<fsg::warptile::WarpTiling<64, 64, 16, 2, 2, 4, 8, 4>>(g, stream);
 }

@@ -90,5 +90,11 @@ extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) 
     const cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
     if (err != cudaSuccess) return err;
     if (wgmma) return fsg_tf32x3_sgemm_sm90(g, stream);
+    return fsg_tf32x3_mma_sync_sgemm(g, stream);
+}
+
+/* The mma.sync path on any GPU, Hopper included: its 64 x 64 tiles give
+ * medium problems four times the blocks of the wgmma path's 128 x 128. */
+extern "C" cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::tensorcore::launch<fsg::tf32x3::Tiling, fsg::tf32x3::SplitThree<fsg::tf32x3::Tiling>>(g, stream);
 }

@@ -59,6 +59,16 @@ typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 /* Where a rung's operands must live. */
 typedef enum fsg_device { FSG_DEVICE_CPU = 0, FSG_DEVICE_CUDA = 1 } fsg_device;
 
+/* Another template configuration of a rung: the same code and idea with other
+ * tile sizes, run as kernel="<rung>:<name>". The tuning behind kernel="auto"
+ * (python -m fastsgemm.tune) chooses among the rungs and these. */
+typedef struct fsg_config {
+    const char *name;    /* the block tile M x N x K, or the path it takes */
+    const char *shape;   /* one line: what differs from the rung's own configuration */
+    fsg_launcher launch;
+    int64_t max_dim;     /* largest m and n it accepts */
+} fsg_config;
+
 typedef struct fsg_rung {
     int number;          /* position on the ladder; -1 for the cuBLAS yardstick */
     const char *name;    /* what users pass as kernel= */
@@ -69,6 +79,8 @@ typedef struct fsg_rung {
     int64_t max_dim;     /* largest m and n it accepts */
     const char *sass;    /* instructions its idea must compile to (space-separated), checked in CI */
     const char *precision; /* "fp32": FP32-accurate (error like cuBLAS SGEMM's); "tf32": operands rounded to TF32 */
+    const fsg_config *configs; /* its other configurations (NULL: none) */
+    int config_count;
 } fsg_rung;
 
 /* The registry: the only list of rungs (kernels/registry.c). */
@@ -88,6 +100,12 @@ cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
+
+/* The configurations' launchers (registry.c says what each is). */
+cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 

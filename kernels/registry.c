@@ -10,6 +10,23 @@
  * extension applies max_dim to both M and N. */
 #define GRID_Y_LIMIT(TILE) ((int64_t)65535 * (TILE))
 
+/* Other configurations of the top rungs, for the tuning behind kernel="auto". */
+static const fsg_config warptile_configs[] = {
+    {"128x256x16", "8 warps of 64 x 64, 16 x 8 per thread, one block per SM: most reuse, for big problems",
+     fsg_warptile_128x256x16_sgemm, GRID_Y_LIMIT(128)},
+    {"64x128x16", "8 warps of 32 x 32, 8 x 4 per thread, three blocks per SM", fsg_warptile_64x128x16_sgemm,
+     GRID_Y_LIMIT(64)},
+    {"64x64x16", "4 warps of 32 x 32, 8 x 4 per thread, four blocks per SM: more blocks for smaller problems",
+     fsg_warptile_64x64x16_sgemm, GRID_Y_LIMIT(64)},
+};
+
+static const fsg_config tf32x3_configs[] = {
+    {"mma.sync", "the mma.sync path (64 x 64 x 32 tiles) on every GPU, Hopper included, where wgmma is the default",
+     fsg_tf32x3_mma_sync_sgemm, GRID_Y_LIMIT(64)},
+};
+
+#define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
+
 const fsg_rung fsg_rungs[] = {
     {
         .number = 0,
@@ -120,6 +137,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "LDGSTS.E.BYPASS.128 LDG.E.128 STG.E.128 LDS.128",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(128),
+        CONFIGS(warptile_configs),
     },
     {
         .number = 10,
@@ -142,6 +160,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "HMMA LDGSTS.E.BYPASS.128",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
+        CONFIGS(tf32x3_configs),
     },
     {
         .number = -1,

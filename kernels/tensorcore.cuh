@@ -25,9 +25,6 @@
 #ifndef FASTSGEMM_TENSORCORE_CUH
 #define FASTSGEMM_TENSORCORE_CUH
 
-#include <cstdlib>
-#include <cstring>
-
 #include "common.cuh"
 
 /* The Hopper (wgmma) path of rung 11, kernels/tensorcore_sm90.cu. */
@@ -36,17 +33,16 @@ extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t str
 namespace fsg {
 namespace tensorcore {
 
-/* Whether to take the wgmma path: on compute capability 9.0 (its code is built
- * for sm_90a only), unless FASTSGEMM_TENSORCORE=mma.sync asks for the Ampere
- * path, which lets the tests check that path on a Hopper GPU too. */
+/* Whether to take the wgmma path: on compute capability 9.0 only, the one its
+ * code is built for (sm_90a). The mma.sync path stays reachable there as the
+ * configuration kernel="tf32x3:mma.sync", which the tests run too. */
 inline cudaError_t use_wgmma(bool &wgmma) {
     int device, major, minor;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
     if (err != cudaSuccess) return err;
-    const char *forced = getenv("FASTSGEMM_TENSORCORE");
-    wgmma = major == 9 && minor == 0 && !(forced != nullptr && strcmp(forced, "mma.sync") == 0);
+    wgmma = major == 9 && minor == 0;
     return cudaSuccess;
 }
 

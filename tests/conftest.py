@@ -17,9 +17,9 @@ _PRECISION = {k.name: k.precision for k in fastsgemm.kernels()}
 
 
 def tolerance(kernel):
-    """The relative Frobenius error a rung must meet on random data: FP32's, or TF32's for the rungs that
-    round their operands to TF32 (the registry's precision)."""
-    return TF32_TOLERANCE if _PRECISION.get(kernel, "fp32") == "tf32" else FP32_TOLERANCE
+    """The relative Frobenius error a rung (or "rung:config") must meet on random data: FP32's, or TF32's
+    for the rungs that round their operands to TF32 (the registry's precision)."""
+    return TF32_TOLERANCE if _PRECISION.get(kernel.partition(":")[0], "fp32") == "tf32" else FP32_TOLERANCE
 
 
 def pytest_runtest_setup(item):
@@ -30,12 +30,13 @@ def pytest_runtest_setup(item):
 
 
 def rung_params(device=None, precision=None):
-    """One pytest.param per registered rung (optionally only "cpu" or "cuda" ones, only "fp32" or "tf32" ones),
-    GPU rungs marked `gpu`."""
+    """One pytest.param per registered rung and per other configuration of a rung ("warptile:64x64x16"),
+    optionally only "cpu" or "cuda" ones, only "fp32" or "tf32" ones; GPU rungs marked `gpu`."""
     return [
-        pytest.param(k.name, marks=[pytest.mark.gpu] if k.device == "cuda" else [], id=k.name)
+        pytest.param(name, marks=[pytest.mark.gpu] if k.device == "cuda" else [], id=name)
         for k in fastsgemm.kernels()
         if (device is None or k.device == device) and (precision is None or k.precision == precision)
+        for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs))
     ]
 
 

@@ -25,6 +25,31 @@ def test_registry_is_the_ladder():
     assert "auto" not in fastsgemm.KERNELS
 
 
+def test_configurations_are_named_kernels():
+    warptile = next(k for k in fastsgemm.kernels() if k.name == "warptile")
+    assert warptile.configs, "warptile ships other configurations for kernel='auto' to choose from"
+    for k in fastsgemm.kernels():
+        names = [c.name for c in k.configs]
+        assert len(set(names)) == len(names) and all(c.shape and c.max_dim > 0 for c in k.configs)
+        for c in k.configs:
+            choice = fastsgemm._api._parse_kernel(f"{k.name}:{c.name}")
+            assert choice.name == f"{k.name}:{c.name}" and choice.max_dim == c.max_dim
+    assert fastsgemm._api._parse_kernel("warptile").config == -1
+
+
+@pytest.mark.parametrize("kernel,words", [
+    ("warptile:1x1x1", ["warptile", "1x1x1", "128x256x16"]),
+    ("naive:64x64", ["naive", "has none"]),
+    ("nothing:64x64", ["unknown kernel", "nothing:64x64"]),
+    ("warptile:", ["warptile", "no configuration ''"]),
+])
+def test_unknown_configuration(kernel, words):
+    with pytest.raises(ValueError) as raised:
+        fastsgemm.sgemm(A, B, kernel=kernel)
+    for word in words:
+        assert word in str(raised.value), f"{word!r} not in message: {raised.value}"
+
+
 def test_registry_sources_exist():
     import pathlib
 
@@ -103,6 +128,11 @@ def test_without_gpu_auto_falls_back_to_cpu_with_one_warning(rng):
 def test_without_gpu_cuda_rungs_raise_cuda_error(kernel):
     with pytest.raises(fastsgemm.CudaError, match=kernel):
         fastsgemm.sgemm(A, B, kernel=kernel)
+
+
+@no_gpu
+def test_without_gpu_auto_kernel_is_cpu():
+    assert fastsgemm.auto_kernel(4096, 4096, 4096) == "cpu"
 
 
 @no_gpu

@@ -65,44 +65,14 @@ def test_inf_times_tf32_exact_values_stays_inf(kernel):
     np.testing.assert_array_equal(result[finite], expected[finite])  # 12 and 11.5: exact in every precision
 
 
-AMPERE_PATH_SCRIPT = r"""
-import numpy as np
-import fastsgemm
-rng = np.random.default_rng(7)
-worst = 0.0
-for m, n, k in [(1, 1, 1), (17, 33, 65), (130, 67, 257), (256, 256, 4096)]:
-    for a_t in (False, True):
-        for b_t in (False, True):
-            A = rng.standard_normal((m, k), dtype=np.float32)
-            B = rng.standard_normal((k, n), dtype=np.float32)
-            a = np.asfortranarray(A) if a_t else A
-            b = np.asfortranarray(B) if b_t else B
-            exact = A.astype(np.float64) @ B.astype(np.float64)
-            for kernel, limit in (("tf32", 2e-3), ("tf32x3", 1e-5)):
-                got = fastsgemm.sgemm(a, b, kernel=kernel).astype(np.float64)
-                error = np.linalg.norm(got - exact) / np.linalg.norm(exact)
-                assert error < limit, (kernel, m, n, k, a_t, b_t, error)
-            worst = max(worst, error)
-A = np.random.default_rng(8).standard_normal((256, 512), dtype=np.float32)
-print("ok", worst, hash(fastsgemm.sgemm(A, A.T.copy(), kernel="tf32x3").tobytes()))
-"""
-
-
-def test_ampere_path_on_this_gpu():
-    """FASTSGEMM_TENSORCORE=mma.sync makes tf32x3 take the mma.sync path (Ampere, Ada) even on Hopper, so that
-    path is checked here too: every layout, odd shapes, FP32 accuracy at K = 4096."""
-    import os
-    import subprocess
-    import sys
-
-    def run(**env):
-        done = subprocess.run([sys.executable, "-c", AMPERE_PATH_SCRIPT], env=dict(os.environ, PYTHONHASHSEED="0", **env),
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("ok"), done.stdout
-        return done.stdout.split()[-1]
-
-    forced, default = run(FASTSGEMM_TENSORCORE="mma.sync"), run()
-    if tuple(fastsgemm.device_info()["compute_capability"]) == (9, 0):
-        # The two paths sum in different orders, so different bits show the variable took effect.
-        assert forced != default, "FASTSGEMM_TENSORCORE=mma.sync did not change tf32x3's path"
+def test_hopper_default_and_the_mma_sync_path_differ(rng):
+    """On compute capability 9.0, tf32x3 runs wgmma and "tf32x3:mma.sync" the Ampere and Ada path (every
+    correctness test runs both). The two sum in different orders, so different bits show two paths ran."""
+    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip("only compute capability 9.0 has the wgmma path")
+    A, B = random_matrix(rng, 256, 512), random_matrix(rng, 512, 256)
+    exact = reference(A, B)
+    default, ampere = fastsgemm.sgemm(A, B, kernel="tf32x3"), fastsgemm.sgemm(A, B, kernel="tf32x3:mma.sync")
+    assert not np.array_equal(default, ampere), "tf32x3 and tf32x3:mma.sync gave the same bits"
+    for result in (default, ampere):
+        assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < fastsgemm._api.ERROR_BOUND["fp32"]

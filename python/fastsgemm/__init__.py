@@ -5,12 +5,15 @@
     B = np.random.rand(512, 256).astype(np.float32)
     C = fastsgemm.sgemm(A, B, kernel="naive")      # NumPy in, NumPy out
 
-fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names.
+fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names; kernel="auto" (the default) runs
+the FP32-accurate kernel measured fastest for the shape on this GPU (fastsgemm.auto_kernel).
 """
 from ._api import (
     KERNELS,
     CudaError,
+    KernelConfig,
     KernelInfo,
+    auto_kernel,
     cuda_available,
     device_info,
     kernels,
@@ -32,7 +35,9 @@ __all__ = [
     "KERNELS",
     "CudaError",
     "DeviceArray",
+    "KernelConfig",
     "KernelInfo",
+    "auto_kernel",
     "benchmark",
     "cuda_available",
     "device_info",

@@ -10,10 +10,19 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _sgemm
+from . import _tuning
 from ._device_array import DeviceArray
 from ._operands import CUDA, HOST, describe, empty_like_framework, is_device_array, to_operand, working_stream
 
 CudaError = _sgemm.CudaError
+
+
+class KernelConfig(NamedTuple):
+    """Another template configuration of a rung: run it as kernel="<rung>:<name>"."""
+
+    name: str
+    shape: str  # what differs from the rung's own configuration
+    max_dim: int  # largest M and N it takes
 
 
 class KernelInfo(NamedTuple):
@@ -27,11 +36,12 @@ class KernelInfo(NamedTuple):
     max_dim: int  # largest M and N it takes
     sass: tuple  # instructions its idea compiles to, checked in CI (tests/test_compiled_kernels.py)
     precision: str  # "fp32": error like cuBLAS SGEMM's; "tf32": operands rounded to TF32 (about 3e-4)
+    configs: tuple  # its other configurations (KernelConfig), for kernel="<name>:<config>" and kernel="auto"
 
 
 _REGISTRY = tuple(
     KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
-               tuple(r["sass"].split()), r["precision"])
+               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]))
     for r in _sgemm.rungs()
 )
 _INDEX = {info.name: i for i, info in enumerate(_REGISTRY)}
@@ -47,9 +57,45 @@ KERNELS = tuple(info.name for info in _REGISTRY)
 
 def kernels() -> list[KernelInfo]:
     """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N,
-    the SASS instructions the rung's idea compiles to, and its precision ("fp32", or "tf32" for the rungs
-    that round operands to TF32)."""
+    the SASS instructions the rung's idea compiles to, its precision ("fp32", or "tf32" for the rungs
+    that round operands to TF32) and its other configurations (run as kernel="<name>:<config>")."""
     return list(_REGISTRY)
+
+
+class _Kernel(NamedTuple):
+    """A kernel as the C core takes it: a registry index and a configuration index (-1: the rung's own)."""
+
+    rung: int
+    config: int
+
+    @property
+    def name(self) -> str:
+        info = _REGISTRY[self.rung]
+        return info.name if self.config < 0 else f"{info.name}:{info.configs[self.config].name}"
+
+    @property
+    def max_dim(self) -> int:
+        info = _REGISTRY[self.rung]
+        return info.max_dim if self.config < 0 else info.configs[self.config].max_dim
+
+
+def _parse_kernel(kernel) -> _Kernel | None:
+    """The kernel a name means: "<rung>" or "<rung>:<config>"; None for "auto"."""
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a string naming a rung, got {describe(kernel)}")
+    if kernel == "auto":
+        return None
+    name, colon, config = kernel.partition(":")
+    if name not in _INDEX:
+        raise ValueError(f"unknown kernel {kernel!r}; valid kernels: {', '.join(('auto',) + KERNELS)}")
+    index = _INDEX[name]
+    if not colon:
+        return _Kernel(index, -1)
+    configs = [c.name for c in _REGISTRY[index].configs]
+    if config not in configs:
+        offered = f"its configurations: {', '.join(configs)}" if configs else "it has none"
+        raise ValueError(f"kernel {name!r} has no configuration {config!r}; {offered}")
+    return _Kernel(index, configs.index(config))
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,12 +132,13 @@ def device_info(device: int | None = None) -> dict:
 _auto_warned = threading.Event()
 
 
-def _resolve_kernel(kernel, on_device: bool) -> int:
-    if not isinstance(kernel, str):
-        raise TypeError(f"kernel must be a string naming a rung, got {describe(kernel)}")
-    if kernel == "auto":
+def _resolve_kernel(kernel, on_device: bool) -> _Kernel | None:
+    """The kernel to run, checked against this machine; None for "auto" with a GPU: the shape decides
+    (_auto_kernel) once it is known."""
+    choice = _parse_kernel(kernel)
+    if choice is None:
         if cuda_available():
-            return _INDEX["cublas"]
+            return None
         if on_device:
             raise CudaError(f"device arrays given but no usable CUDA device: {_cuda_status()[1]}")
         if not _auto_warned.is_set():
@@ -101,13 +148,27 @@ def _resolve_kernel(kernel, on_device: bool) -> int:
                 RuntimeWarning,
                 stacklevel=3,
             )
-        return _INDEX["cpu"]
-    if kernel not in _INDEX:
-        raise ValueError(f"unknown kernel {kernel!r}; valid kernels: {', '.join(('auto',) + KERNELS)}")
-    index = _INDEX[kernel]
-    if _REGISTRY[index].device == "cuda" and not cuda_available():
+        return _Kernel(_INDEX["cpu"], -1)
+    if _REGISTRY[choice.rung].device == "cuda" and not cuda_available():
         raise CudaError(f"kernel {kernel!r} needs a CUDA device and none is usable: {_cuda_status()[1]}")
-    return index
+    return choice
+
+
+def _auto_kernel(m: int, n: int, k: int) -> _Kernel:
+    """What kernel="auto" runs for an m x n x k problem on the current device (fastsgemm._tuning)."""
+    return _parse_kernel(_tuning.choose(_sgemm.current_device(), m, n, k))
+
+
+def auto_kernel(M: int, N: int, K: int) -> str:
+    """The kernel that kernel="auto" runs for an M x N x K problem on the current device: the one measured
+    fastest at the nearest tuned shape on this GPU (python -m fastsgemm.tune), FP32-accurate rungs only;
+    "cublas" where this GPU was never tuned, "cpu" without a usable GPU."""
+    for name, value in (("M", M), ("N", N), ("K", K)):
+        if not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if not cuda_available():
+        return "cpu"
+    return _auto_kernel(int(M), int(N), int(K)).name
 
 
 def _real(name, value) -> float:
@@ -129,14 +190,16 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     a fastsgemm.DeviceArray for other device inputs. Device work is queued on the caller's current stream
     and is not waited for; host inputs are waited for.
 
-    kernel names a rung (see fastsgemm.KERNELS) or "auto", the fastest available one.
+    kernel names a rung (see fastsgemm.KERNELS), a rung in another configuration ("warptile:128x256x16",
+    see fastsgemm.kernels()), or "auto": the FP32-accurate kernel measured fastest for this shape on this
+    GPU (fastsgemm.auto_kernel tells which).
     """
     alpha = _real("alpha", alpha)
     beta = _real("beta", beta)
     if C is None and beta != 0.0:
         raise ValueError(f"beta={beta} needs a C matrix; pass C or leave beta at 0")
     on_device = is_device_array(A)
-    rung = _resolve_kernel(kernel, on_device)
+    choice = _resolve_kernel(kernel, on_device)
 
     a = to_operand("A", A)
     stream = working_stream(a) if a.side == CUDA else None
@@ -162,6 +225,9 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     if o is not None and o.side == HOST and m > 1 and n > 1 and 0 in o.core.strides:
         raise ValueError("out has a zero stride: its elements overlap")
 
+    if choice is None:
+        choice = _auto_kernel(m, n, k)
+
     if o is None:
         result = empty_like_framework(a, (m, n))
         o = to_operand("out", result, writable=True, consumer_stream=stream)
@@ -172,7 +238,7 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
         for op in operands:
             if op.producer_stream is not None:
                 _sgemm.stream_wait(stream, op.producer_stream)
-    _sgemm.gemm(rung, a.core, b.core, c.core if c is not None else None, o.core, alpha, beta, stream)
+    _sgemm.gemm(choice, a.core, b.core, c.core if c is not None else None, o.core, alpha, beta, stream)
 
     if isinstance(result, DeviceArray):
         result._stream = stream
@@ -199,19 +265,21 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
         if ld < max(1, cols):
             raise ValueError(f"{name}={ld} is smaller than the {cols} elements of a stored row")
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
-    rung = _resolve_kernel(kernel, on_device=True)
-    if _REGISTRY[rung].device != "cuda":
+    choice = _resolve_kernel(kernel, on_device=True) or _auto_kernel(M, N, K)
+    if _REGISTRY[choice.rung].device != "cuda":
         raise ValueError(f"sgemm_raw takes device pointers; kernel {kernel!r} runs on the host")
     a = (int(A_ptr), M, K, 1, lda) if trans_a else (int(A_ptr), M, K, lda, 1)
     b = (int(B_ptr), K, N, 1, ldb) if trans_b else (int(B_ptr), K, N, ldb, 1)
     c = (int(C_ptr), M, N, ldc, 1)
-    _sgemm.gemm(rung, a, b, c if beta != 0.0 else None, c, alpha, beta, int(stream))
+    _sgemm.gemm(choice, a, b, c if beta != 0.0 else None, c, alpha, beta, int(stream))
 
 
 __all__ = [
     "CudaError",
     "KERNELS",
+    "KernelConfig",
     "KernelInfo",
+    "auto_kernel",
     "cuda_available",
     "device_info",
     "kernels",

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from . import _sgemm
-from ._api import _INDEX, _REGISTRY, _resolve_kernel, device_info
+from ._api import _INDEX, _REGISTRY, _auto_kernel, _Kernel, _resolve_kernel, device_info
 from ._device_array import DeviceArray
 
 MAX_INPUT_SETS = 8
@@ -36,23 +36,24 @@ def _relative_error(result, reference):
 def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, check=True, seed=0):
     """Times `kernel` on an M x N x K problem; returns a plain dict.
 
-    Keys: kernel, M, N, K, median_ms, min_ms, max_ms, gflops (at the median), repeats, warmup,
-    input_sets, rel_error and error_reference: the relative Frobenius error of the result against
-    cuBLAS for GPU rungs, against float64 NumPy for the cpu rung (None when check=False or for cuBLAS
-    itself). The cpu rung is timed from the host with a wall clock on host arrays.
+    kernel is a rung, "rung:config" or "auto". Keys: kernel (as given; "auto" stays "auto"), picked (the
+    kernel that ran: what auto chose for this shape), M, N, K, median_ms, min_ms, max_ms, gflops (at the
+    median), repeats, warmup, input_sets, rel_error and error_reference: the relative Frobenius error of
+    the result against cuBLAS for GPU rungs, against float64 NumPy for the cpu rung (None when
+    check=False or for cuBLAS itself). The cpu rung is timed from the host with a wall clock on host arrays.
     """
-    index = _resolve_kernel(kernel, on_device=False)
-    name = _REGISTRY[index].name
     if min(M, N, K) < 1 or repeats < 1 or warmup < 0:
         raise ValueError("benchmark needs M, N, K >= 1, repeats >= 1 and warmup >= 0")
+    choice = _resolve_kernel(kernel, on_device=False) or _auto_kernel(M, N, K)
     flops = 2.0 * M * N * K
-    if _REGISTRY[index].device == "cpu":
-        times, sets, error = _time_host(index, M, N, K, repeats, warmup, alpha, beta, check, seed)
+    if _REGISTRY[choice.rung].device == "cpu":
+        times, sets, error = _time_host(choice, M, N, K, repeats, warmup, alpha, beta, check, seed)
     else:
-        times, sets, error = _time_device(index, M, N, K, repeats, warmup, alpha, beta, check, seed)
+        times, sets, error = _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed)
     median = statistics.median(times)
     return {
-        "kernel": name,
+        "kernel": kernel if kernel == "auto" else choice.name,
+        "picked": choice.name,
         "M": M,
         "N": N,
         "K": K,
@@ -64,11 +65,11 @@ def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, che
         "warmup": warmup,
         "input_sets": sets,
         "rel_error": error,
-        "error_reference": None if error is None else ("float64" if _REGISTRY[index].device == "cpu" else "cublas"),
+        "error_reference": None if error is None else ("float64" if _REGISTRY[choice.rung].device == "cpu" else "cublas"),
     }
 
 
-def _time_device(index, M, N, K, repeats, warmup, alpha, beta, check, seed):
+def _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed):
     info = device_info()
     device = info["device"]
     set_bytes = 4 * (M * K + K * N + M * N * (2 if beta != 0.0 else 1))
@@ -81,20 +82,20 @@ def _time_device(index, M, N, K, repeats, warmup, alpha, beta, check, seed):
         out = _random_device_matrix(M, N, seed * 1000 + 4 * s + 3, device)
         arrays.append((a, b, c, out))
     core = [tuple(x._core() if x is not None else None for x in group) for group in arrays]
-    times = _sgemm.time_gemm(index, core, alpha, beta, warmup, repeats, None)
+    times = _sgemm.time_gemm(choice, core, alpha, beta, warmup, repeats, None)
 
     error = None
-    if check and _REGISTRY[index].name != "cublas":
+    if check and choice.name != "cublas":
         a, b, c, out = arrays[0]
         mine = DeviceArray.empty((M, N), device=device)
         reference = DeviceArray.empty((M, N), device=device)
-        for target, rung in ((mine, index), (reference, _INDEX["cublas"])):
-            _sgemm.gemm(rung, a._core(), b._core(), c._core() if c is not None else None, target._core(), alpha, beta, None)
+        for target, kernel in ((mine, choice), (reference, _Kernel(_INDEX["cublas"], -1))):
+            _sgemm.gemm(kernel, a._core(), b._core(), c._core() if c is not None else None, target._core(), alpha, beta, None)
         error = _relative_error(mine.numpy(), reference.numpy())
     return times, sets, error
 
 
-def _time_host(index, M, N, K, repeats, warmup, alpha, beta, check, seed):
+def _time_host(choice, M, N, K, repeats, warmup, alpha, beta, check, seed):
     rng = np.random.default_rng(seed)
     A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
@@ -103,7 +104,7 @@ def _time_host(index, M, N, K, repeats, warmup, alpha, beta, check, seed):
     times = []
     for r in range(warmup + repeats):
         start = time.perf_counter()
-        _sgemm.gemm(index, A, B, C, out, alpha, beta, None)
+        _sgemm.gemm(choice, A, B, C, out, alpha, beta, None)
         if r >= warmup:
             times.append((time.perf_counter() - start) * 1e3)
     error = None

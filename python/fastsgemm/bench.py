@@ -7,7 +7,9 @@
     python -m fastsgemm.bench --end-to-end          # whole Python calls, beside NumPy, CuPy, torch
 
 Every row is checked once against cuBLAS; cuBLAS (true FP32) is always timed
-in the same run and each rung's ratio to it is reported. The SM clock is
+in the same run and each rung's ratio to it is reported. kernel="auto" is
+timed too (unless --kernels leaves it out), and the run ends with what it
+picked at each shape against the fastest FP32-accurate rung measured. The SM clock is
 sampled through NVML while each row is timed (FFMA-dense kernels may run below
 the maximum clock), and the FP32 peak at that clock is reported beside it.
 Results go to <out>.json and <out>.csv with the GPU, driver, CUDA and git commit.
@@ -176,6 +178,25 @@ def end_to_end(sizes, kernels, repeats):
     return rows
 
 
+def auto_verdicts(rows):
+    """For each shape with an "auto" row: what auto ran, and its speed against the fastest FP32-accurate
+    kernel timed at that shape in the same run (TF32 rungs excluded: auto promises FP32 accuracy)."""
+    precision = {k.name: k.precision for k in fastsgemm.kernels()}
+    verdicts = []
+    shapes = dict.fromkeys((r["M"], r["N"], r["K"]) for r in rows)
+    for shape in shapes:
+        timed = [r for r in rows if (r["M"], r["N"], r["K"]) == shape and "skipped" not in r]
+        auto = next((r for r in timed if r["kernel"] == "auto"), None)
+        others = [r for r in timed if r["kernel"] != "auto" and precision.get(r["kernel"]) == "fp32"]
+        if auto is None or not others:
+            continue
+        fastest = max(others, key=lambda r: r["gflops"])
+        verdicts.append({"shape": "x".join(map(str, shape)), "picked": auto["picked"], "auto_gflops": auto["gflops"],
+                         "fastest": fastest["kernel"], "fastest_gflops": fastest["gflops"],
+                         "ratio": auto["gflops"] / fastest["gflops"]})
+    return verdicts
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=parse_shape, default=None,
@@ -207,7 +228,7 @@ def main(argv=None):
             meta = {"device": info, "git_commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
             args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return 0
-    names = args.kernels or [k.name for k in fastsgemm.kernels() if k.device == "cuda" and k.name != "cublas"]
+    names = args.kernels or [k.name for k in fastsgemm.kernels() if k.device == "cuda" and k.name != "cublas"] + ["auto"]
     lanes = info["fp32_lanes_per_sm"] * info["sm_count"] * 2
     rows = []
     total, done = len(sizes) * (1 + len(names)), 0
@@ -241,13 +262,19 @@ def main(argv=None):
         err = f"{r['rel_error']:.1e}" if r["rel_error"] is not None else "-"
         print(f"{shape:>18} {r['kernel']:<14} {r['median_ms']:9.3f} {r['gflops']:9.0f} {r['ratio_to_cublas']:9.3f} "
               f"{r['sm_clock_mhz'] or '-':>7} {peak:>10} {err:>9}")
+    verdicts = auto_verdicts(rows)
+    if verdicts:
+        print(f"\n{'shape':>18} {'auto ran':<22} {'GFLOP/s':>9} {'fastest FP32 rung':<18} {'GFLOP/s':>9} {'auto/fastest':>12}")
+        for v in verdicts:
+            print(f"{v['shape']:>18} {v['picked']:<22} {v['auto_gflops']:9.0f} {v['fastest']:<18} "
+                  f"{v['fastest_gflops']:9.0f} {v['ratio']:12.3f}")
 
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         meta = {"device": info, "git_commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "repeats": args.repeats, "warmup": args.warmup, "alpha": args.alpha, "beta": args.beta}
         args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-        fields = ["M", "N", "K", "kernel", "median_ms", "min_ms", "max_ms", "gflops", "ratio_to_cublas",
+        fields = ["M", "N", "K", "kernel", "picked", "median_ms", "min_ms", "max_ms", "gflops", "ratio_to_cublas",
                   "sm_clock_mhz", "peak_gflops_at_clock", "rel_error", "error_reference", "input_sets", "skipped"]
         with args.out.with_suffix(".csv").open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")

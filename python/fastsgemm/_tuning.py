@@ -1,0 +1,113 @@
+"""kernel="auto": the kernel measured fastest for a problem's shape on this GPU.
+
+The tuning table (tuning.json beside this file, written by `python -m fastsgemm.tune`) holds, for each
+GPU that was tuned, a list of measured shapes, the median time of every FP32-accurate kernel at each
+(rungs and their configurations, cuBLAS among them), and the fastest. A problem takes the fastest kernel
+of the nearest measured shape, nearest by
+
+    |log2(M / M')| + |log2(N / N')| + |log2(K / K')|  (+ 1 when only one of the two is a multiple of 4
+                                                         in every dimension)
+
+since speed follows the orders of magnitude of the dimensions, and shapes that are not multiples of 4 cannot
+use 16-byte vector loads. A kernel that cannot take the problem's M or N (max_dim) gives way to cuBLAS.
+
+GPUs not in the table: a tuned GPU of the same compute capability lends its entries (the same SM design,
+other clocks and memory); otherwise auto runs cuBLAS. FASTSGEMM_TUNING names another table file
+(`python -m fastsgemm.tune --output FILE` writes one); the table is read once per process.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+
+from . import _sgemm
+
+SHIPPED_TABLE = Path(__file__).with_name("tuning.json")
+TABLE_FORMAT = 1
+FALLBACK = "cublas"
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels() -> dict:
+    """Every kernel name auto may run -> its largest M and N: FP32-accurate CUDA rungs and their configurations."""
+    kernels = {}
+    for r in _sgemm.rungs():
+        if r["device"] == "cuda" and r["precision"] == "fp32":
+            kernels[r["name"]] = r["max_dim"]
+            kernels.update({f"{r['name']}:{name}": max_dim for name, _, max_dim in r["configs"]})
+    return kernels
+
+
+def table_path() -> Path:
+    return Path(os.environ["FASTSGEMM_TUNING"]) if os.environ.get("FASTSGEMM_TUNING") else SHIPPED_TABLE
+
+
+def read_table(path: Path) -> dict:
+    """The table at `path` ({"format": 1, "devices": {}} when there is no file); ValueError when unreadable."""
+    if not path.exists():
+        return {"format": TABLE_FORMAT, "devices": {}}
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"tuning table {path} cannot be read: {error}") from None
+    if not isinstance(table, dict) or table.get("format") != TABLE_FORMAT or not isinstance(table.get("devices"), dict):
+        raise ValueError(f"tuning table {path} is not a format-{TABLE_FORMAT} fastsgemm table")
+    return table
+
+
+@functools.lru_cache(maxsize=None)
+def _devices() -> dict:
+    """GPU name -> (compute capability, [(M, N, K, kernel), ...]), entries this build can run only."""
+    path = table_path()
+    try:
+        table = read_table(path)
+    except ValueError as error:
+        warnings.warn(f"fastsgemm: {error}; kernel='auto' runs {FALLBACK}", RuntimeWarning, stacklevel=2)
+        return {}
+    known = _kernels()
+    devices = {}
+    for name, device in table["devices"].items():
+        entries = [(s["M"], s["N"], s["K"], s["kernel"]) for s in device.get("shapes", []) if s.get("kernel") in known]
+        if entries:
+            devices[name] = (tuple(device.get("compute_capability", ())), entries)
+    return devices
+
+
+@functools.lru_cache(maxsize=None)
+def _entries_for(device: int) -> tuple:
+    """The measured shapes that stand for this device: its own, or a same-compute-capability GPU's."""
+    info = _sgemm.device_info(device)
+    devices = _devices()
+    if info["name"] in devices:
+        return tuple(devices[info["name"]][1])
+    for name in sorted(devices):
+        if devices[name][0] == tuple(info["compute_capability"]):
+            return tuple(devices[name][1])
+    return ()
+
+
+def _distance(m, n, k, entry) -> float:
+    em, en, ek, _ = entry
+    aligned = m % 4 == 0 and n % 4 == 0 and k % 4 == 0
+    entry_aligned = em % 4 == 0 and en % 4 == 0 and ek % 4 == 0
+    logs = sum(abs(math.log2(max(x, 1) / max(e, 1))) for x, e in ((m, em), (n, en), (k, ek)))
+    return logs + (0.0 if aligned == entry_aligned else 1.0)
+
+
+def pick(entries, m: int, n: int, k: int) -> str:
+    """The kernel of the measured shape nearest to m x n x k, among entries (M, N, K, kernel); cuBLAS when
+    there are none or that kernel cannot take this M or N."""
+    if not entries:
+        return FALLBACK
+    kernel = min(entries, key=lambda entry: _distance(m, n, k, entry))[3]
+    return kernel if max(m, n) <= _kernels()[kernel] else FALLBACK
+
+
+@functools.lru_cache(maxsize=4096)
+def choose(device: int, m: int, n: int, k: int) -> str:
+    """The kernel name kernel="auto" runs for an m x n x k problem on CUDA device `device`."""
+    return pick(_entries_for(device), m, n, k)
