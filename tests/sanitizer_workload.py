@@ -2,9 +2,10 @@
 misaligned views (offset pointers, odd leading dimensions), both layouts and
 alpha/beta, on device arrays. Exits non-zero on a wrong result.
 
-    compute-sanitizer --tool memcheck python tests/sanitizer_workload.py [--large]
+    compute-sanitizer --tool memcheck python tests/sanitizer_workload.py [--large | --large-only] [--kernels K ...]
 
---large adds 4095 x 4097 x 4093 (slow under racecheck). tests/test_sanitizer.py runs every tool.
+--large adds 4095 x 4097 x 4093 (slow under racecheck: --large-only with --kernels runs it one kernel
+at a time). tests/test_sanitizer.py runs every tool.
 """
 import gc
 import sys
@@ -13,16 +14,24 @@ import numpy as np
 
 import fastsgemm
 
-SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3)]
+LARGE = (4095, 4097, 4093)
+# Every kind of block LARGE has, in few blocks: 255 and 257 leave the remainders 4095 and 4097 leave for every
+# block tile (32 to 256: full tiles, a last row of tiles 2^j - 1 tall, a last column 1 wide), and K is LARGE's.
+# A block's shared-memory traffic depends only on which kind it is and on K, and racecheck checks shared
+# memory within blocks, so this is LARGE's racecheck at 1/256 of the work (LARGE itself takes over 9 minutes
+# a rung under racecheck).
+SAME_BLOCKS_AS_LARGE = (255, 257, 4093)
+SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3), SAME_BLOCKS_AS_LARGE]
 
 
-def run(cupy, shapes):
-    """Every CUDA rung on every shape and view; returns the number of wrong results."""
+def run(cupy, shapes, only=None):
+    """Every CUDA kernel (or those named in `only`) on every shape and view; returns the number of wrong
+    results."""
     rng = np.random.default_rng(5)
     failures = 0
     kernels = [(name, k.precision) for k in fastsgemm.kernels() if k.device == "cuda"
                for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs))]
-    for name, precision in kernels:
+    for name, precision in (kernel for kernel in kernels if only is None or kernel[0] in only):
         for m, n, kk in shapes:
             A = rng.standard_normal((m, kk), dtype=np.float32)
             B = rng.standard_normal((kk, n), dtype=np.float32)
@@ -49,10 +58,17 @@ def run(cupy, shapes):
 
 
 def main():
+    import argparse
+
     import cupy
 
-    shapes = SHAPES + ([(4095, 4097, 4093)] if "--large" in sys.argv else [])
-    failures = run(cupy, shapes)  # every array it made is gone when it returns...
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--large", action="store_true", help=f"add {LARGE[0]}x{LARGE[1]}x{LARGE[2]}")
+    parser.add_argument("--large-only", action="store_true", help="that shape alone")
+    parser.add_argument("--kernels", nargs="+", default=None, help="these kernels only (default: every CUDA one)")
+    args = parser.parse_args()
+    shapes = [LARGE] if args.large_only else SHAPES + ([LARGE] if args.large else [])
+    failures = run(cupy, shapes, args.kernels)  # every array it made is gone when it returns...
     gc.collect()  # ...including any held only by reference cycles
     cupy.get_default_memory_pool().free_all_blocks()  # CuPy's cached blocks are not leaks of ours
     print(f"sanitizer workload: {failures} failures")

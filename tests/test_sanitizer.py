@@ -24,7 +24,9 @@ def test_compute_sanitizer_is_clean(tool):
     pytest.importorskip("cupy")
     # Memory errors only: CuPy's pool keeps device blocks past exit, which a leak check reports as
     # leaks; fastsgemm's own leaks are tested directly (tests/test_reliability.py, 10,000 calls).
-    # racecheck runs the small odd shapes: at 4095 x 4097 x 4093 it takes over two minutes a rung.
+    # racecheck runs the small odd shapes and 255 x 257 x 4093, which has every kind of block 4095 x 4097 x 4093
+    # has (sanitizer_workload.py says why that is the same check): at 4095 x 4097 x 4093 itself it takes over
+    # nine minutes a rung (benchmarks/racecheck_large.sh).
     command = [SANITIZER, "--tool", tool, "--error-exitcode", "99", sys.executable, str(WORKLOAD)]
     if tool != "racecheck":
         command.append("--large")
