@@ -28,14 +28,18 @@ from .bench import SLOW_RUNG_LIMIT, git_commit, parse_shape, progress
 
 SQUARES = [[n] * 3 for n in (128, 256, 512, 1024, 2048, 4096, 8192, 16384)]
 # Beyond the squares: sizes that are not multiples of 4 (no 16-byte loads), tall-and-skinny and wide
-# results, a small K (little work per output) and a long K (split into slices for accuracy).
+# results, a small K (little work per output) and long K (the ladder's rungs split K > 4096 into slices for
+# accuracy, run one after another, which costs most where M x N is small).
 OTHER_SHAPES = [
     [1000, 1000, 1000],
     [4095, 4097, 4093],
     [32768, 256, 2048],
+    [65536, 64, 1024],
     [256, 32768, 2048],
     [8192, 8192, 256],
+    [256, 256, 16384],
     [1024, 1024, 32768],
+    [4096, 4096, 16384],
 ]
 DEFAULT_SHAPES = SQUARES + OTHER_SHAPES
 
@@ -72,7 +76,7 @@ def measure(shape, names, repeats, warmup, on_progress):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=parse_shape, default=None,
-                        help="N (square) or MxNxK (default: square 128 .. 16384 and six other shape classes)")
+                        help="N (square) or MxNxK (default: square 128 .. 16384 and nine other shapes)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--output", type=Path, default=_tuning.SHIPPED_TABLE,
