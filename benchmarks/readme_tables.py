@@ -27,6 +27,10 @@ def kernel_table():
         rung = "-" if k.rung is None else str(k.rung)
         device = "host" if k.device == "cpu" else "CUDA"
         lines.append(f"| {rung} | `{k.name}` | {device} | {k.idea} |")
+    configs = [(f"{k.name}:{c.name}", c.shape) for k in fastsgemm.kernels() for c in k.configs]
+    if configs:
+        lines += ["", "Other configurations, for `kernel=` and the tuning behind `auto`:", ""]
+        lines += [f"- `{name}`: {shape}" for name, shape in configs]
     return "\n".join(lines)
 
 
