@@ -45,13 +45,8 @@ DEFAULT_SHAPES = SQUARES + OTHER_SHAPES
 
 
 def candidates() -> list[str]:
-    """Every FP32-accurate CUDA kernel name, configurations included, cuBLAS first."""
-    names = ["cublas"]
-    for info in fastsgemm.kernels():
-        if info.device == "cuda" and info.precision == "fp32" and info.name != "cublas":
-            names.append(info.name)
-            names.extend(f"{info.name}:{config.name}" for config in info.configs)
-    return names
+    """Every kernel auto may run (FP32-accurate CUDA rungs and their configurations), cuBLAS first."""
+    return ["cublas", *(name for name in _tuning._kernels() if name != "cublas")]
 
 
 def measure(shape, names, repeats, warmup, on_progress):
