@@ -39,14 +39,17 @@
  * Block tile 128 x 128 x 32, two warpgroups of 64 x 128 (m64n128k8, 64
  * accumulators per thread and set). Limits: m <= 65535 * 128.
  */
+#include <cuda.h>  // CUtensorMap
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
 #include "tensorcore.cuh"
 
 namespace fsg {
 namespace hopper {
 
-using tensorcore::SmemTile;
-
-constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256;
+constexpr int kBM = 128, kBN = 128, kBK = 32;
+constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
+constexpr int kThreads = kProducerThreads + kConsumerThreads;
 constexpr int kWgRows = 64;                           // rows of D per warpgroup
 constexpr int kAtomBytes = 1024;                      // 8 rows of 128 bytes: one swizzle atom
 static_assert(kBK * 4 == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
@@ -92,139 +95,278 @@ __device__ __forceinline__ void touch(float (&d)[64]) {
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* One operand tile (kBM rows, kBK deep) from staging into K-major core
- * matrices, split into hi and lo. value_at(row, k) is the staged element's
- * offset; ALONG_K says k is contiguous there, so four consecutive k are one
- * 16-byte read. */
-template <bool ALONG_K, typename Offset>
-__device__ __forceinline__ void convert_tile(const float *staged, Offset value_at, float *hi, float *lo, int tid) {
+/* mbarriers in shared memory: a phase completes when `count` arrivals have
+ * come (and, for a copy's barrier, the bytes it expects have landed); waiters
+ * name the phase by its parity (0, 1, 0, ...). An arrive releases this
+ * thread's earlier writes, a completed wait acquires them. */
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+/* Arrives and tells the barrier that `bytes` more will land by bulk copies before its phase can complete. */
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ bool mbarrier_try_wait(uint64_t *bar, int parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
+    while (!mbarrier_try_wait(bar, parity)) {
+    }
+}
+/* A barrier among the producer warpgroup only (named barrier 1; 0 is __syncthreads'). */
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+/* Hands registers from the producer warpgroup to the consumers (sm_90a). */
+template <int N>
+__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+/* The bulk tensor copy (TMA) of the box at element (x, y) of the 2-D tensor
+ * `map` describes, x the contiguous coordinate, into shared memory at dst;
+ * elements past the tensor's edges arrive as zeros. Completes on bar. */
+__device__ __forceinline__ void tma_load(float *dst, const CUtensorMap *map, int x, int y, uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+            "r"(smem_address(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(smem_address(bar))
+        : "memory");
+}
+
+/* x = hi + lo, both TF32, rounded to nearest even by Hopper's own conversion
+ * (one F2FP instruction; rung 11's cvt.rna is four integer ones). Only ties
+ * round differently, and the split is as exact either way. */
+__device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+
+/* Where element (row, k) of a staged tile sits; row is m for A, n for B. A
+ * tile whose k is contiguous in global memory (ALONG_K) is staged exactly as
+ * an operand tile is laid out, rows of 32 k with swizzled 16-byte chunks (the
+ * copy engine's 128-byte swizzle), so the conversion reads and writes the
+ * same position; the other kind is staged as kBK rows of 128 m or n. Both
+ * keep a warp's copies and the conversion's reads on 32 different banks. */
+template <bool ALONG_K>
+__device__ __forceinline__ int staged_offset(int row, int k) {
+    if constexpr (ALONG_K) return row * kBK + (((k / 4) ^ (row % 8)) * 4) + k % 4;
+    else return k * kBM + row;
+}
+
+/* One staged operand tile (kBM rows, kBK deep) into K-major core matrices,
+ * split into hi and lo, by the producer's 128 threads. */
+template <bool ALONG_K>
+__device__ __forceinline__ void convert_tile(const float *staged, float *hi, float *lo, int ptid) {
     constexpr int kChunks = kBM * kBK / 4;  // four k of one row each
 #pragma unroll
-    for (int i = 0; i < kChunks / kThreads; ++i) {
-        const int chunk = tid + i * kThreads, row = chunk % kBM, k4 = chunk / kBM;
+    for (int i = 0; i < kChunks / kProducerThreads; ++i) {
+        const int chunk = ptid + i * kProducerThreads, row = chunk % kBM, k4 = chunk / kBM;
+        const int to = staged_offset<true>(row, 4 * k4);  // operand layout: row of 32 floats, chunk swizzled
         float v[4];
         if constexpr (ALONG_K) {
-            load4(staged + value_at(row, 4 * k4), v);
+            load4(staged + to, v);
         } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) v[e] = staged[value_at(row, 4 * k4 + e)];
+            for (int e = 0; e < 4; ++e) v[e] = staged[staged_offset<false>(row, 4 * k4 + e)];
         }
-        const int to = row * 32 + ((k4 ^ (row % 8)) * 4);  // row of 32 floats, chunk swizzled
         uint32_t h[4], l[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) tensorcore::split(v[e], h[e], l[e]);
+        for (int e = 0; e < 4; ++e) split_rn(v[e], h[e], l[e]);
         *reinterpret_cast<uint4 *>(hi + to) = make_uint4(h[0], h[1], h[2], h[3]);
         *reinterpret_cast<uint4 *>(lo + to) = make_uint4(l[0], l[1], l[2], l[3]);
     }
 }
 
-constexpr int kStages = 2;  // staging depth: what shared memory leaves after the operand buffers
-constexpr int kSets = 4;    // operand tiles per buffer: A hi, B hi, A lo, B lo
+constexpr int kStagingSlots = 3;  // tiles in flight from global memory
+constexpr int kBuffers = 2;       // converted operand buffers between producer and consumers
+constexpr int kSets = 4;          // operand tiles per buffer: A hi, B hi, A lo, B lo
+// Registers per thread after setmaxnreg: 128 x 104 + 256 x 200 fits the 384 x 168 the block starts with.
+constexpr int kProducerRegisters = 104, kConsumerRegisters = 200;
+constexpr size_t kSmemBytes = sizeof(float) * ((size_t)kBuffers * kSets * kOperandFloats +
+                                               (size_t)kStagingSlots * 2 * kOperandFloats) +
+                              (kStagingSlots + 2 * kBuffers) * sizeof(uint64_t);
 
-template <bool A_TRANS, bool B_TRANS>
-constexpr size_t smem_bytes() {
-    return sizeof(float) * ((size_t)kStages * (SmemTile<kBM, kBK, A_TRANS, false>::kFloats +
-                                               SmemTile<kBK, kBN, B_TRANS, true>::kFloats) +
-                            2 * kSets * kOperandFloats);
-}
+/* How tiles reach the staging slots: TMA (one thread issues two bulk tensor
+ * copies per tile) for matrices it can describe, 16-byte aligned with k and
+ * m, n within int range; cp.async by all 128 producer threads otherwise,
+ * 16-byte copies when VEC, 4-byte ones when not. */
+enum class Copy { tma, cp_async_16, cp_async_4 };
 
-template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) wgmma_tf32x3_kernel(fsg_gemm g) {
-    using TileA = SmemTile<kBM, kBK, A_TRANS, false>;
-    using TileB = SmemTile<kBK, kBN, B_TRANS, true>;
-    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
-    float *const operands = reinterpret_cast<float *>(smem);  // [2][kSets][kOperandFloats], 16-byte aligned
-    float *const a_stages = operands + 2 * kSets * kOperandFloats;
-    float *const b_stages = a_stages + kStages * TileA::kFloats;
+template <typename Index, bool A_TRANS, bool B_TRANS, Copy COPY>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tf32x3_kernel(fsg_gemm g, const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b) {
+    constexpr bool kAlongKA = !A_TRANS, kAlongKB = B_TRANS;  // k contiguous in global memory
+    extern __shared__ __align__(1024) float4 smem[];          // swizzle atoms must be 1024-byte aligned
+    float *const operands = reinterpret_cast<float *>(smem);  // [kBuffers][kSets][kOperandFloats]
+    float *const staging = operands + kBuffers * kSets * kOperandFloats;  // [kStagingSlots][A, B][kOperandFloats]
+    uint64_t *const staged = reinterpret_cast<uint64_t *>(staging + kStagingSlots * 2 * kOperandFloats);
+    uint64_t *const full = staged + kStagingSlots, *const empty = full + kBuffers;
     // Operand set s of buffer b: 0 A hi, 1 B hi, 2 A lo, 3 B lo.
     auto operand = [&](int buffer, int set) { return operands + (buffer * kSets + set) * kOperandFloats; };
 
-    const int tid = threadIdx.x, warpgroup = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+    const int tid = threadIdx.x, warpgroup = tid / 128;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
     const Index steps = (k + kBK - 1) / kBK;
 
-    auto fetch = [&](Index t) {  // tile t into staging slot t % kStages; always one commit group
-        if (t < steps) {
-            const int slot = (int)(t % kStages);
-            float *as = a_stages + slot * TileA::kFloats, *bs = b_stages + slot * TileB::kFloats;
-            copy_tile_async<kBM, kBK, kThreads, A_TRANS, VEC, Index>(
-                g.a, g.lda, m, k, row0, t * kBK, tid, [&](int r, int c) { return as + TileA::offset(r, c); });
-            copy_tile_async<kBK, kBN, kThreads, B_TRANS, VEC, Index>(
-                g.b, g.ldb, k, n, t * kBK, col0, tid, [&](int r, int c) { return bs + TileB::offset(r, c); });
+    if (tid == 0) {
+        for (int s = 0; s < kStagingSlots; ++s) mbarrier_init(&staged[s], 1);  // the copying thread, plus bytes
+        for (int b = 0; b < kBuffers; ++b) {
+            mbarrier_init(&full[b], kProducerThreads);   // every producer thread, after its conversion
+            mbarrier_init(&empty[b], kConsumerThreads);  // every consumer thread, after its wgmmas
         }
-        cp_async_commit();
-    };
-    auto convert = [&](Index t) {  // staged tile t into operand buffer t % 2
-        const int slot = (int)(t % kStages), buffer = (int)(t & 1);
-        const float *as = a_stages + slot * TileA::kFloats, *bs = b_stages + slot * TileB::kFloats;
-        convert_tile<TileA::kAlongK>(as, [](int row, int kk) { return TileA::offset(row, kk); }, operand(buffer, 0),
-                                     operand(buffer, 2), tid);
-        convert_tile<TileB::kAlongK>(bs, [](int row, int kk) { return TileB::offset(kk, row); }, operand(buffer, 1),
-                                     operand(buffer, 3), tid);
-        fence_proxy_async();
-    };
-
-    float corr[64] = {};  // the corrections, summed by the tensor core
-    float main[64] = {};  // the main term's running sum (FADD)
-    float part[64];       // this tile's main term, out of the tensor core
-
-    for (int s = 0; s < kStages; ++s) fetch(s);
-    if (steps > 0) {
-        cp_async_wait<kStages - 1>();
-        __syncthreads();
-        convert(0);
-        __syncthreads();
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
     }
-    for (Index t = 0; t < steps; ++t) {
-        const int buffer = (int)(t & 1);
-        const float *a_hi = operand(buffer, 0) + warpgroup * kWgRows * kBK;
-        const float *b_hi = operand(buffer, 1);
-        const float *a_lo = operand(buffer, 2) + warpgroup * kWgRows * kBK;
-        const float *b_lo = operand(buffer, 3);
-        wgmma_fence();
-#pragma unroll
-        for (int s = 0; s < kBK / 8; ++s) {  // k-steps of 8: 32 bytes along each 128-byte row
-            const uint64_t da = descriptor(a_hi + 8 * s), db = descriptor(b_hi + 8 * s);
-            wgmma_64x128x8(part, da, db, s > 0);
-            wgmma_64x128x8(corr, descriptor(a_lo + 8 * s), db, 1);
-            wgmma_64x128x8(corr, da, descriptor(b_lo + 8 * s), 1);
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // Producer: global memory -> staging slot -> split into hi and lo in an operand buffer.
+        registers_down<kProducerRegisters>();
+        const int ptid = tid;
+        auto fetch = [&](Index t) {  // tile t into staging slot t % kStagingSlots
+            float *as = staging + (int)(t % kStagingSlots) * 2 * kOperandFloats, *bs = as + kOperandFloats;
+            if constexpr (COPY == Copy::tma) {
+                if (ptid == 0 && t < steps) {
+                    uint64_t *bar = &staged[t % kStagingSlots];
+                    mbarrier_arrive_expect(bar, 2 * kOperandFloats * sizeof(float));
+                    const int kk = (int)(t * kBK);
+                    tma_load(as, &map_a, kAlongKA ? kk : (int)row0, kAlongKA ? (int)row0 : kk, bar);
+                    tma_load(bs, &map_b, kAlongKB ? kk : (int)col0, kAlongKB ? (int)col0 : kk, bar);
+                }
+            } else {
+                constexpr bool kVec = COPY == Copy::cp_async_16;
+                if (t < steps) {
+                    copy_tile_async<kBM, kBK, kProducerThreads, A_TRANS, kVec, Index>(
+                        g.a, g.lda, m, k, row0, t * kBK, ptid,
+                        [&](int r, int c) { return as + staged_offset<kAlongKA>(r, c); });
+                    copy_tile_async<kBK, kBN, kProducerThreads, B_TRANS, kVec, Index>(
+                        g.b, g.ldb, k, n, t * kBK, col0, ptid,
+                        [&](int r, int c) { return bs + staged_offset<kAlongKB>(c, r); });
+                }
+                cp_async_commit();  // always one group per tile, even an empty one
+            }
+        };
+        for (int s = 0; s < kStagingSlots - 1; ++s) fetch(s);
+        for (Index t = 0; t < steps; ++t) {
+            if constexpr (COPY == Copy::tma) {
+                producer_sync();  // everyone is done converting tile t - 1: its slot may be refilled
+                fetch(t + kStagingSlots - 1);
+                mbarrier_wait(&staged[t % kStagingSlots], (int)((t / kStagingSlots) & 1));
+            } else {
+                cp_async_wait<kStagingSlots - 2>();  // this thread's copies of tile t have landed
+                producer_sync();  // everyone's have; and everyone is done converting tile t - 1
+                fetch(t + kStagingSlots - 1);  // into the slot tile t - 1 left
+            }
+            const int buffer = (int)(t % kBuffers);
+            if (t >= kBuffers) mbarrier_wait(&empty[buffer], (int)((t / kBuffers - 1) & 1));
+            const float *as = staging + (int)(t % kStagingSlots) * 2 * kOperandFloats, *bs = as + kOperandFloats;
+            convert_tile<kAlongKA>(as, operand(buffer, 0), operand(buffer, 2), ptid);
+            convert_tile<kAlongKB>(bs, operand(buffer, 1), operand(buffer, 3), ptid);
+            fence_proxy_async();  // the tensor cores read what these stores wrote
+            mbarrier_arrive(&full[buffer]);
         }
-        wgmma_commit();
-
-        // While the tensor cores work: the next tile lands and is converted into the other buffer.
-        fetch(t + kStages);  // into the slot tile t left (converted before the last barrier)
-        cp_async_wait<kStages - 1>();
-        __syncthreads();
-        if (t + 1 < steps) convert(t + 1);
-
-        wgmma_wait_all();
-        touch(corr);
-        touch(part);
+    } else {
+        // Consumers: a 64 x 128 slice of the block tile each, nothing but wgmma and the main term's FADDs.
+        registers_up<kConsumerRegisters>();
+        const int consumer = warpgroup - 1, warp = (tid % 128) / 32, lane = tid % 32;
+        float corr[64] = {};  // the corrections, summed by the tensor core
+        float main[64] = {};  // the main term's running sum (FADD)
+        float part[64];       // this tile's main term, out of the tensor core
+        for (Index t = 0; t < steps; ++t) {
+            const int buffer = (int)(t % kBuffers);
+            mbarrier_wait(&full[buffer], (int)((t / kBuffers) & 1));
+            const float *a_hi = operand(buffer, 0) + consumer * kWgRows * kBK;
+            const float *b_hi = operand(buffer, 1);
+            const float *a_lo = operand(buffer, 2) + consumer * kWgRows * kBK;
+            const float *b_lo = operand(buffer, 3);
+            wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < 64; ++i) main[i] += part[i];
-        __syncthreads();  // buffer t + 1 is complete; buffer t and slot t + 1 are free
-    }
-
-    // Accumulator i of a thread: n8 block i / 4, element i % 4 of the m16n8 fragment layout.
-    const int group = lane / 4, quad = lane % 4;
+            for (int s = 0; s < kBK / 8; ++s) {  // k-steps of 8: 32 bytes along each 128-byte row
+                const uint64_t da = descriptor(a_hi + 8 * s), db = descriptor(b_hi + 8 * s);
+                wgmma_64x128x8(part, da, db, s > 0);
+                wgmma_64x128x8(corr, descriptor(a_lo + 8 * s), db, 1);
+                wgmma_64x128x8(corr, da, descriptor(b_lo + 8 * s), 1);
+            }
+            wgmma_commit();
+            wgmma_wait_all();
+            touch(corr);
+            touch(part);
+            mbarrier_arrive(&empty[buffer]);  // this buffer's reads are done: the producer may refill it
+            // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-        const Index row = row0 + warpgroup * kWgRows + warp * 16 + group + 8 * ((i % 4) / 2);
-        const Index col = col0 + 8 * (i / 4) + 2 * quad + i % 2;
-        if (row < m && col < n) store_d(g, row, col, tensorcore::combine(main[i], corr[i]));
+            for (int i = 0; i < 64; ++i) main[i] += part[i];
+        }
+
+        // Accumulator i of a thread: n8 block i / 4, element i % 4 of the m16n8 fragment layout.
+        const int group = lane / 4, quad = lane % 4;
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            const Index row = row0 + consumer * kWgRows + warp * 16 + group + 8 * ((i % 4) / 2);
+            const Index col = col0 + 8 * (i / 4) + 2 * quad + i % 2;
+            if (row < m && col < n) store_d(g, row, col, tensorcore::combine(main[i], corr[i]));
+        }
     }
+}
+
+/* cuTensorMapEncodeTiled, a driver function, found through the runtime once. */
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+static EncodeTiled encoder() {
+    static const EncodeTiled fn = [] {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
+                cudaSuccess ||
+            found != cudaDriverEntryPointSuccess)
+            p = nullptr;
+        return reinterpret_cast<EncodeTiled>(p);
+    }();
+    return fn;
+}
+
+/* The tensor map of one operand: its tiles are kBM (m or n) by kBK (k). With
+ * k contiguous (along_k) a box is 128 rows of 32 k, 128 bytes each, landing
+ * in the 128-byte swizzle; otherwise 32 rows of 128 m or n, unswizzled. */
+static bool encode(CUtensorMap *map, const float *p, int64_t ld, int64_t mn, int64_t k, bool along_k) {
+    const EncodeTiled fn = encoder();
+    if (fn == nullptr) return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)(along_k ? k : mn), (cuuint64_t)(along_k ? mn : k)};
+    const cuuint64_t strides[1] = {(cuuint64_t)ld * sizeof(float)};
+    const cuuint32_t box[2] = {(cuuint32_t)(along_k ? kBK : kBM), (cuuint32_t)(along_k ? kBM : kBK)};
+    const cuuint32_t unit[2] = {1, 1};
+    return fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(p), dims, strides, box, unit,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, along_k ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
+    // TMA coordinates are int32; a matrix past that keeps cp.async.
+    const bool fits = g->m < INT32_MAX && g->n < INT32_MAX && g->k < INT32_MAX;
+    CUtensorMap map_a{}, map_b{};
+    const bool tma = vec && fits && encode(&map_a, g->a, g->lda, g->m, g->k, !g->a_trans) &&
+                     encode(&map_b, g->b, g->ldb, g->n, g->k, g->b_trans);
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        constexpr size_t kSmem = smem_bytes<kA, kB>();
-        auto kernel = vec ? wgmma_tf32x3_kernel<I, kA, kB, true> : wgmma_tf32x3_kernel<I, kA, kB, false>;
-        launch_with_smem(kernel, grid, kThreads, kSmem, stream, *g);
+        auto kernel = tma   ? wgmma_tf32x3_kernel<I, kA, kB, Copy::tma>
+                      : vec ? wgmma_tf32x3_kernel<I, kA, kB, Copy::cp_async_16>
+                            : wgmma_tf32x3_kernel<I, kA, kB, Copy::cp_async_4>;
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes) != cudaSuccess)
+            return;
+        kernel<<<grid, kThreads, kSmemBytes, stream>>>(*g, map_a, map_b);
     });
 }
 
