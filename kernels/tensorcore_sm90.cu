@@ -11,18 +11,32 @@
  * mma.sync kernels reach about 140 TFLOP/s of TF32; cuBLAS's wgmma kernels 400.
  *
  * wgmma takes TF32 operands only "K-major": rows of A (m) and of B^T (n) with
- * k contiguous, in 8-row x 16-byte core matrices. So each tile goes through
- * two places in shared memory:
- *   1. staging: cp.async brings the tile in its global layout (the same
- *      loaders as the mma.sync path, kernels/tensorcore.cuh), S stages deep;
- *   2. operands: the threads split each value into hi and lo and write both
- *      K-major, core matrix by core matrix, into one of two operand buffers.
- *      This pass also transposes B when it is row-major, so every layout
- *      takes the same route.
- * The conversion of tile t + 1 runs while the tensor cores work on tile t.
- * (Rung 10 stays on mma.sync on Hopper too: the same kernel with one rounded
- * copy and one product per tile measured 106 TFLOP/s at 4096^3 against
- * mma.sync's 143; benchmarks/NOTES.md.)
+ * k contiguous, in 8-row x 16-byte core matrices, and each operand has to be
+ * split into hi and lo before the tensor cores see it. So a tile passes
+ * through two places in shared memory:
+ *   1. staging, three slots deep: the tile as it lies in global memory,
+ *      brought by TMA (cp.async.bulk.tensor: one thread, two instructions
+ *      per tile, zero fill past the edges) when the matrices are 16-byte
+ *      aligned, by 4-byte cp.async otherwise;
+ *   2. operands, two buffers: hi and lo of A and of B, K-major, which the
+ *      conversion pass writes. It also transposes an operand whose m or n is
+ *      contiguous, so every layout takes the same route.
+ *
+ * Warp specialization. The block has three warpgroups. The producer (128
+ * threads) copies and converts; it keeps 104 registers and hands the rest to
+ * the two consumers (setmaxnreg), which do nothing but wgmma on a 64 x 128
+ * slice each and the FADDs of the main term, with 192 accumulators a thread.
+ * They meet at mbarriers: `full` (a buffer is converted) and `empty` (its
+ * wgmmas have finished reading it). Conversion and copies of later tiles thus
+ * run while the tensor cores work, and while one consumer adds its main term
+ * the other's wgmmas keep the tensor cores busy. The first version of this
+ * kernel had all eight warps copy, convert, wait for the wgmma group and
+ * meet at two __syncthreads per tile: 41% of the tensor pipe, 67 TFLOP/s at
+ * 4096^3; this one about 90 (benchmarks/NOTES.md).
+ *
+ * The split uses Hopper's own round-to-nearest conversion to TF32 (one F2FP
+ * instruction); rung 11's cvt.rna compiles to a compare and two integer ones, and the
+ * conversion pass is the producer's main cost.
  *
  * Operand layout, wgmma's 128-byte swizzle: with BK = 32 a row of an operand
  * tile (32 TF32 values) is exactly 128 bytes, and 8 rows make a 1024-byte
@@ -30,14 +44,18 @@
  * row. The XOR spreads both the conversion's stores and the tensor cores'
  * reads of one k-slice over all banks. Atoms of 8 rows are 1024 bytes apart
  * (the descriptor's stride byte offset); a k-step of 8 moves the start
- * address by 32 bytes, and the hardware applies the same XOR.
+ * address by 32 bytes, and the hardware applies the same XOR. TMA's 128-byte
+ * swizzle is the same pattern, so a K-major tile lands in staging already in
+ * operand layout.
  *
  * The sums follow rung 11: the main term hi_a hi_b of each BK-deep tile
  * comes out of the tensor core into a temporary and is added to the running
  * sum with FP32 FADDs (round to nearest); the corrections accumulate inside.
  *
- * Block tile 128 x 128 x 32, two warpgroups of 64 x 128 (m64n128k8, 64
- * accumulators per thread and set). Limits: m <= 65535 * 128.
+ * Block tile 128 x 128 x 32; 224 KiB of shared memory (operands 128, staging
+ * 96), one block per SM. Limits: m <= 65535 * 128. Next: A from registers
+ * (wgmma's RS form) would halve the operand stores; a 128 x 256 tile needs
+ * fewer accumulator sets than three.
  */
 #include <cuda.h>  // CUtensorMap
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
@@ -166,11 +184,11 @@ __device__ __forceinline__ int staged_offset(int row, int k) {
 }
 
 /* One staged operand tile (kBM rows, kBK deep) into K-major core matrices,
- * split into hi and lo, by the producer's 128 threads. */
-template <bool ALONG_K>
+ * split into hi and lo, by the producer's 128 threads, UNROLL chunks at a time. */
+template <bool ALONG_K, int UNROLL>
 __device__ __forceinline__ void convert_tile(const float *staged, float *hi, float *lo, int ptid) {
     constexpr int kChunks = kBM * kBK / 4;  // four k of one row each
-#pragma unroll
+#pragma unroll UNROLL
     for (int i = 0; i < kChunks / kProducerThreads; ++i) {
         const int chunk = ptid + i * kProducerThreads, row = chunk % kBM, k4 = chunk / kBM;
         const int to = staged_offset<true>(row, 4 * k4);  // operand layout: row of 32 floats, chunk swizzled
@@ -199,10 +217,10 @@ constexpr size_t kSmemBytes = sizeof(float) * ((size_t)kBuffers * kSets * kOpera
                               (kStagingSlots + 2 * kBuffers) * sizeof(uint64_t);
 
 /* How tiles reach the staging slots: TMA (one thread issues two bulk tensor
- * copies per tile) for matrices it can describe, 16-byte aligned with k and
- * m, n within int range; cp.async by all 128 producer threads otherwise,
- * 16-byte copies when VEC, 4-byte ones when not. */
-enum class Copy { tma, cp_async_16, cp_async_4 };
+ * copies per tile; the copy engine zero-fills past the edges) for matrices it
+ * can describe, 16-byte aligned with m, n and k within int range; otherwise
+ * 4-byte cp.async by all 128 producer threads. */
+enum class Copy { tma, cp_async_4 };
 
 template <typename Index, bool A_TRANS, bool B_TRANS, Copy COPY>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -217,9 +235,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto operand = [&](int buffer, int set) { return operands + (buffer * kSets + set) * kOperandFloats; };
 
     const int tid = threadIdx.x, warpgroup = tid / 128;
-    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
-    const Index m = g.m, n = g.n, k = g.k;
-    const Index steps = (k + kBK - 1) / kBK;
+    // Each role computes the block's corner after its setmaxnreg, and tests the tile index against g.k,
+    // a kernel parameter: a value held in a register across that instruction gets spilled.
+    auto corner = [&](Index &row0, Index &col0) {
+        row0 = (Index)blockIdx.y * kBM;
+        col0 = (Index)blockIdx.x * kBN;
+    };
+    auto in_k = [&](Index t) { return t * kBK < (Index)g.k; };  // tile t exists
 
     if (tid == 0) {
         for (int s = 0; s < kStagingSlots; ++s) mbarrier_init(&staged[s], 1);  // the copying thread, plus bytes
@@ -235,10 +257,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         // Producer: global memory -> staging slot -> split into hi and lo in an operand buffer.
         registers_down<kProducerRegisters>();
         const int ptid = tid;
+        Index row0, col0;
+        corner(row0, col0);
         auto fetch = [&](Index t) {  // tile t into staging slot t % kStagingSlots
             float *as = staging + (int)(t % kStagingSlots) * 2 * kOperandFloats, *bs = as + kOperandFloats;
             if constexpr (COPY == Copy::tma) {
-                if (ptid == 0 && t < steps) {
+                if (ptid == 0 && in_k(t)) {
                     uint64_t *bar = &staged[t % kStagingSlots];
                     mbarrier_arrive_expect(bar, 2 * kOperandFloats * sizeof(float));
                     const int kk = (int)(t * kBK);
@@ -246,20 +270,20 @@ __global__ void __launch_bounds__(kThreads, 1)
                     tma_load(bs, &map_b, kAlongKB ? kk : (int)col0, kAlongKB ? (int)col0 : kk, bar);
                 }
             } else {
-                constexpr bool kVec = COPY == Copy::cp_async_16;
-                if (t < steps) {
-                    copy_tile_async<kBM, kBK, kProducerThreads, A_TRANS, kVec, Index>(
-                        g.a, g.lda, m, k, row0, t * kBK, ptid,
+                if (in_k(t)) {
+                    copy_tile_async<kBM, kBK, kProducerThreads, A_TRANS, false, Index>(
+                        g.a, g.lda, (Index)g.m, (Index)g.k, row0, t * kBK, ptid,
                         [&](int r, int c) { return as + staged_offset<kAlongKA>(r, c); });
-                    copy_tile_async<kBK, kBN, kProducerThreads, B_TRANS, kVec, Index>(
-                        g.b, g.ldb, k, n, t * kBK, col0, ptid,
+                    copy_tile_async<kBK, kBN, kProducerThreads, B_TRANS, false, Index>(
+                        g.b, g.ldb, (Index)g.k, (Index)g.n, t * kBK, col0, ptid,
                         [&](int r, int c) { return bs + staged_offset<kAlongKB>(c, r); });
                 }
                 cp_async_commit();  // always one group per tile, even an empty one
             }
         };
+#pragma unroll 1
         for (int s = 0; s < kStagingSlots - 1; ++s) fetch(s);
-        for (Index t = 0; t < steps; ++t) {
+        for (Index t = 0; in_k(t); ++t) {
             if constexpr (COPY == Copy::tma) {
                 producer_sync();  // everyone is done converting tile t - 1: its slot may be refilled
                 fetch(t + kStagingSlots - 1);
@@ -272,19 +296,23 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int buffer = (int)(t % kBuffers);
             if (t >= kBuffers) mbarrier_wait(&empty[buffer], (int)((t / kBuffers - 1) & 1));
             const float *as = staging + (int)(t % kStagingSlots) * 2 * kOperandFloats, *bs = as + kOperandFloats;
-            convert_tile<kAlongKA>(as, operand(buffer, 0), operand(buffer, 2), ptid);
-            convert_tile<kAlongKB>(bs, operand(buffer, 1), operand(buffer, 3), ptid);
+            // The cp.async path keeps its addresses in registers; a shorter unroll leaves it room.
+            constexpr int kUnroll = COPY == Copy::tma ? 8 : 4;
+            convert_tile<kAlongKA, kUnroll>(as, operand(buffer, 0), operand(buffer, 2), ptid);
+            convert_tile<kAlongKB, kUnroll>(bs, operand(buffer, 1), operand(buffer, 3), ptid);
             fence_proxy_async();  // the tensor cores read what these stores wrote
             mbarrier_arrive(&full[buffer]);
         }
     } else {
         // Consumers: a 64 x 128 slice of the block tile each, nothing but wgmma and the main term's FADDs.
         registers_up<kConsumerRegisters>();
+        Index row0, col0;
+        corner(row0, col0);
         const int consumer = warpgroup - 1, warp = (tid % 128) / 32, lane = tid % 32;
         float corr[64] = {};  // the corrections, summed by the tensor core
         float main[64] = {};  // the main term's running sum (FADD)
         float part[64];       // this tile's main term, out of the tensor core
-        for (Index t = 0; t < steps; ++t) {
+        for (Index t = 0; in_k(t); ++t) {
             const int buffer = (int)(t % kBuffers);
             mbarrier_wait(&full[buffer], (int)((t / kBuffers) & 1));
             const float *a_hi = operand(buffer, 0) + consumer * kWgRows * kBK;
@@ -315,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < 64; ++i) {
             const Index row = row0 + consumer * kWgRows + warp * 16 + group + 8 * ((i % 4) / 2);
             const Index col = col0 + 8 * (i / 4) + 2 * quad + i % 2;
-            if (row < m && col < n) store_d(g, row, col, tensorcore::combine(main[i], corr[i]));
+            if (row < g.m && col < g.n) store_d(g, row, col, tensorcore::combine(main[i], corr[i]));
         }
     }
 }
@@ -361,9 +389,7 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = tma   ? wgmma_tf32x3_kernel<I, kA, kB, Copy::tma>
-                      : vec ? wgmma_tf32x3_kernel<I, kA, kB, Copy::cp_async_16>
-                            : wgmma_tf32x3_kernel<I, kA, kB, Copy::cp_async_4>;
+        auto kernel = tma ? wgmma_tf32x3_kernel<I, kA, kB, Copy::tma> : wgmma_tf32x3_kernel<I, kA, kB, Copy::cp_async_4>;
         if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes) != cudaSuccess)
             return;
         kernel<<<grid, kThreads, kSmemBytes, stream>>>(*g, map_a, map_b);
