@@ -21,7 +21,10 @@ LARGE = (4095, 4097, 4093)
 # memory within blocks, so this is LARGE's racecheck at 1/256 of the work (LARGE itself takes over 9 minutes
 # a rung under racecheck).
 SAME_BLOCKS_AS_LARGE = (255, 257, 4093)
-SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3), SAME_BLOCKS_AS_LARGE]
+# Leading dimensions that are multiples of 4 with partial tiles on every side: the row-major view of this one
+# takes the paths for 16-byte-aligned matrices (tf32x3's TMA copies on Hopper among them).
+ALIGNED = (130, 68, 260)
+SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3), ALIGNED, SAME_BLOCKS_AS_LARGE]
 
 
 def run(cupy, shapes, only=None):
