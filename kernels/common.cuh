@@ -82,15 +82,15 @@ cudaError_t for_layouts(const fsg_gemm &g, Launch &&launch) {
     return cudaGetLastError();
 }
 
-/* kernel<<<grid, threads, smem, stream>>>(g), first raising the kernel's
+/* kernel<<<grid, threads, smem, stream>>>(args...), first raising the kernel's
  * dynamic shared-memory limit when smem passes the 48 KiB default. A failure
  * of either shows in cudaGetLastError(), which for_layouts returns. */
-template <typename Kernel>
-void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, const fsg_gemm &g) {
+template <typename Kernel, typename... Args>
+void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, const Args &...args) {
     if (smem > 48 * 1024 &&
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return;
-    kernel<<<grid, threads, smem, stream>>>(g);
+    kernel<<<grid, threads, smem, stream>>>(args...);
 }
 
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a

@@ -73,11 +73,16 @@ constexpr int kAtomBytes = 1024;                      // 8 rows of 128 bytes: on
 static_assert(kBK * 4 == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
 constexpr int kOperandFloats = kBM * kBK;             // one K-major operand tile (A or B, BM == BN)
 
+/* A pointer into shared memory as the 32-bit shared-window address PTX instructions take. */
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 /* The shared-memory matrix descriptor of wgmma for a K-major operand in the
  * 128-byte swizzle: start address and the atoms' stride in 16-byte units,
  * swizzle mode 1 in bits 62-63 (the leading byte offset is unused there). */
 __device__ __forceinline__ uint64_t descriptor(const float *smem) {
-    const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    const uint32_t address = smem_address(smem);
     return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(kAtomBytes >> 4) << 32) | (1ull << 62);
 }
 
@@ -117,9 +122,6 @@ __device__ __forceinline__ void touch(float (&d)[64]) {
  * come (and, for a copy's barrier, the bytes it expects have landed); waiters
  * name the phase by its parity (0, 1, 0, ...). An arrive releases this
  * thread's earlier writes, a completed wait acquires them. */
-__device__ __forceinline__ uint32_t smem_address(const void *p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbarrier_init(uint64_t *bar, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
 }
@@ -390,9 +392,7 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
         auto kernel = tma ? wgmma_tf32x3_kernel<I, kA, kB, Copy::tma> : wgmma_tf32x3_kernel<I, kA, kB, Copy::cp_async_4>;
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes) != cudaSuccess)
-            return;
-        kernel<<<grid, kThreads, kSmemBytes, stream>>>(*g, map_a, map_b);
+        launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g, map_a, map_b);
     });
 }
 
