@@ -27,7 +27,7 @@
 
 #include "common.cuh"
 
-/* The Hopper (wgmma) path of rung 11, kernels/tensorcore_sm90.cu. */
+/* The Hopper (wgmma) path of rung 11, kernels/tf32x3_sm90.cu. */
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
 
 namespace fsg {

@@ -108,16 +108,18 @@ def test_scalar_rungs_have_no_vector_global_loads(compiled):
             assert "LDG.E.128" not in sass_opcodes(compiled[k.name][1]), k.name
 
 
-HOPPER_SOURCE = ROOT / "kernels" / "tensorcore_sm90.cu"  # tf32x3's wgmma path, built for sm_90a only
+# The tensor-core rungs' wgmma paths, built for sm_90a only (tf32x3's; rung 10 has none yet).
+HOPPER_SOURCES = [ROOT / "kernels" / "tf32x3_sm90.cu"]
 
 
-def test_hopper_path_uses_wgmma(tmp_path):
-    """tf32x3's Hopper path must compile to HGMMA (wgmma), and its 32-bit-index kernels (every problem whose
+@pytest.mark.parametrize("source", HOPPER_SOURCES, ids=lambda p: p.name)
+def test_hopper_path_uses_wgmma(source, tmp_path):
+    """A Hopper path must compile to HGMMA (wgmma), and its 32-bit-index kernels (every problem whose
     offsets fit in 2^31) must not spill."""
     assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
-    obj = tmp_path / "tensorcore_sm90.o"
+    obj = tmp_path / (source.stem + ".o")
     command = [NVCC, *nvcc_flags(), "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-I",
-               str(ROOT / "kernels"), "-c", str(HOPPER_SOURCE), "-o", str(obj)]
+               str(ROOT / "kernels"), "-c", str(source), "-o", str(obj)]
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     report = done.stdout + done.stderr

@@ -3,10 +3,10 @@
 // configuration of one policy sums over k in the same order, so its output must equal the
 // shipped configuration's bit for bit; the time is the median of 15 CUDA-event timings after 3
 // warm-ups, random inputs.
-// (Built for sm_90a because rung 11's file calls its wgmma path, kernels/tensorcore_sm90.cu; the sweep
+// (Built for sm_90a because rung 11's file calls its wgmma path, kernels/tf32x3_sm90.cu; the sweep
 // and its references are the mma.sync path.)
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels benchmarks/experiments/tensorcore_configs.cu \
-//        kernels/tensorcore_sm90.cu kernels/fill_random.cu -o /tmp/tc && /tmp/tc
+//        kernels/tf32x3_sm90.cu kernels/fill_random.cu -o /tmp/tc && /tmp/tc
 #include <cstdio>
 
 #include "../../kernels/10_tf32.cu"
