@@ -133,7 +133,8 @@ __device__ __forceinline__ int operand_offset(int row, int k) {
 }
 
 /* x rounded to TF32, to nearest even, by Hopper's own conversion: one F2FP
- * instruction (cvt.rna, which the mma.sync paths use, is four integer ones). */
+ * instruction (cvt.rna, which the mma.sync paths use, compiles to a compare
+ * and two integer ones). */
 __device__ __forceinline__ uint32_t round_tf32(float x) {
     uint32_t r;
     asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));

@@ -63,9 +63,8 @@ constexpr int kThreads = kProducerThreads + kConsumerThreads;
 constexpr int kWgRows = 64;                           // rows of D per warpgroup
 constexpr int kOperandFloats = kBM * kBK;             // one K-major operand tile (A or B, BM == BN)
 
-/* x = hi + lo, both TF32, rounded to nearest even by Hopper's own conversion
- * (one F2FP instruction; rung 11's cvt.rna is four integer ones). Only ties
- * round differently, and the split is as exact either way. */
+/* x = hi + lo, both TF32, with round_tf32 (nearest even; rung 11 rounds ties
+ * away). Only ties round differently, and the split is as exact either way. */
 __device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
     hi = round_tf32(x);
     lo = round_tf32(x - __uint_as_float(hi));
