@@ -67,6 +67,20 @@ struct RoundOnce {
 }  // namespace tf32
 }  // namespace fsg
 
+/* wgmma on Hopper for the matrices TMA can copy (kernels/tf32_sm90.cu), mma.sync for the rest. */
 extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    bool wgmma = false;
+    cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
+    if (err != cudaSuccess) return err;
+    if (wgmma) {
+        bool launched = false;
+        err = fsg_tf32_sgemm_sm90(g, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
+    return fsg_tf32_mma_sync_sgemm(g, stream);
+}
+
+/* The mma.sync path on any GPU, Hopper included. */
+extern "C" cudaError_t fsg_tf32_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::tensorcore::launch<fsg::tf32::Tiling, fsg::tf32::RoundOnce<fsg::tf32::Tiling>>(g, stream);
 }

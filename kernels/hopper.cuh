@@ -1,8 +1,8 @@
 /*
  * hopper.cuh: what the Hopper (sm_90a) paths of the tensor-core rungs share:
  * wgmma and its shared-memory descriptors, mbarriers, TMA bulk tensor copies
- * and their tensor maps, and setmaxnreg. kernels/tf32x3_sm90.cu (rung 11)
- * builds its kernel from these, and a Hopper path for rung 10 would too; only
+ * and their tensor maps, and setmaxnreg. kernels/tf32_sm90.cu (rung 10) and
+ * kernels/tf32x3_sm90.cu (rung 11) build their kernels from these; only
  * files compiled for sm_90a may include it (setup.py's FILE_ARCHS).
  *
  * Operand layout: wgmma takes TF32 operands only K-major (rows of A and of

@@ -53,7 +53,8 @@ typedef struct fsg_gemm {
 /* Every rung has one launcher of this shape. It enqueues the work on `stream`
  * (CUDA rungs) or runs it before returning (the cpu rung, which ignores the
  * stream), checks its launch, and returns the first error it met. It never
- * prints, never exits, and keeps no global state beyond per-thread handles. */
+ * prints, never exits, and keeps no global state beyond per-thread handles
+ * (and rung 10's Hopper path, a memory pool per device for its workspaces). */
 typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 
 /* Where a rung's operands must live. */
@@ -105,6 +106,7 @@ cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);

@@ -20,6 +20,11 @@ static const fsg_config warptile_configs[] = {
      fsg_warptile_64x64x16_sgemm, GRID_Y_LIMIT(64)},
 };
 
+static const fsg_config tf32_configs[] = {
+    {"mma.sync", "the mma.sync path (128 x 128 x 32 tiles) on every GPU, Hopper included, where wgmma is the default",
+     fsg_tf32_mma_sync_sgemm, GRID_Y_LIMIT(128)},
+};
+
 static const fsg_config tf32x3_configs[] = {
     {"mma.sync", "the mma.sync path (64 x 64 x 32 tiles) on every GPU, Hopper included, where wgmma is the default",
      fsg_tf32x3_mma_sync_sgemm, GRID_Y_LIMIT(64)},
@@ -142,13 +147,14 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 10,
         .name = "tf32",
-        .idea = "tensor cores (mma.sync) on operands rounded to TF32, 10-bit mantissas: 3e-4 relative error",
+        .idea = "tensor cores (wgmma on Hopper, mma.sync elsewhere) on operands rounded to TF32, 10-bit mantissas: 3e-4 relative error",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/10_tf32.cu",
         .launch = fsg_tf32_sgemm,
         .sass = "HMMA LDGSTS.E.BYPASS.128",
         .precision = "tf32",
         .max_dim = GRID_Y_LIMIT(128),
+        CONFIGS(tf32_configs),
     },
     {
         .number = 11,

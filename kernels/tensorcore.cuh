@@ -27,7 +27,10 @@
 
 #include "common.cuh"
 
-/* The Hopper (wgmma) path of rung 11, kernels/tf32x3_sm90.cu. */
+/* The Hopper (wgmma) paths of rungs 10 and 11, kernels/tf32_sm90.cu and kernels/tf32x3_sm90.cu. */
+/* rung 10's sets *launched = false, and launches nothing, when it cannot run (k == 0, no memory for its
+ * workspace, a grid past its limit); the mma.sync path then does the work. */
+extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
 
 namespace fsg {
@@ -35,7 +38,7 @@ namespace tensorcore {
 
 /* Whether to take the wgmma path: on compute capability 9.0 only, the one its
  * code is built for (sm_90a). The mma.sync path stays reachable there as the
- * configuration kernel="tf32x3:mma.sync", which the tests run too. */
+ * configurations kernel="tf32:mma.sync" and "tf32x3:mma.sync", which the tests run too. */
 inline cudaError_t use_wgmma(bool &wgmma) {
     int device, major, minor;
     cudaError_t err = cudaGetDevice(&device);

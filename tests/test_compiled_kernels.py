@@ -108,8 +108,8 @@ def test_scalar_rungs_have_no_vector_global_loads(compiled):
             assert "LDG.E.128" not in sass_opcodes(compiled[k.name][1]), k.name
 
 
-# The tensor-core rungs' wgmma paths, built for sm_90a only (tf32x3's; rung 10 has none yet).
-HOPPER_SOURCES = [ROOT / "kernels" / "tf32x3_sm90.cu"]
+# The tensor-core rungs' wgmma paths, built for sm_90a only: tf32's and tf32x3's.
+HOPPER_SOURCES = [ROOT / "kernels" / "tf32_sm90.cu", ROOT / "kernels" / "tf32x3_sm90.cu"]
 
 
 @pytest.mark.parametrize("source", HOPPER_SOURCES, ids=lambda p: p.name)

@@ -65,14 +65,17 @@ def test_inf_times_tf32_exact_values_stays_inf(kernel):
     np.testing.assert_array_equal(result[finite], expected[finite])  # 12 and 11.5: exact in every precision
 
 
-def test_hopper_default_and_the_mma_sync_path_differ(rng):
-    """On compute capability 9.0, tf32x3 runs wgmma and "tf32x3:mma.sync" the Ampere and Ada path (every
-    correctness test runs both). The two sum in different orders, so different bits show two paths ran."""
+@pytest.mark.parametrize("kernel", ["tf32", "tf32x3"])
+def test_hopper_default_and_the_mma_sync_path_differ(kernel, rng):
+    """On compute capability 9.0, the tensor-core rungs run wgmma and their ":mma.sync" configuration the
+    Ampere and Ada path (every correctness test runs both). The two sum in different orders, so different
+    bits show two paths ran."""
     if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
         pytest.skip("only compute capability 9.0 has the wgmma path")
     A, B = random_matrix(rng, 256, 512), random_matrix(rng, 512, 256)
     exact = reference(A, B)
-    default, ampere = fastsgemm.sgemm(A, B, kernel="tf32x3"), fastsgemm.sgemm(A, B, kernel="tf32x3:mma.sync")
-    assert not np.array_equal(default, ampere), "tf32x3 and tf32x3:mma.sync gave the same bits"
+    default, ampere = fastsgemm.sgemm(A, B, kernel=kernel), fastsgemm.sgemm(A, B, kernel=kernel + ":mma.sync")
+    assert not np.array_equal(default, ampere), f"{kernel} and {kernel}:mma.sync gave the same bits"
+    bound = fastsgemm._api.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
     for result in (default, ampere):
-        assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < fastsgemm._api.ERROR_BOUND["fp32"]
+        assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < bound

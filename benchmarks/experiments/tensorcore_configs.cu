@@ -3,10 +3,10 @@
 // configuration of one policy sums over k in the same order, so its output must equal the
 // shipped configuration's bit for bit; the time is the median of 15 CUDA-event timings after 3
 // warm-ups, random inputs.
-// (Built for sm_90a because rung 11's file calls its wgmma path, kernels/tf32x3_sm90.cu; the sweep
-// and its references are the mma.sync path.)
+// (Built for sm_90a because rungs 10 and 11 call their wgmma paths, kernels/tf32_sm90.cu and
+// kernels/tf32x3_sm90.cu; the sweep and its references are the mma.sync paths.)
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I kernels benchmarks/experiments/tensorcore_configs.cu \
-//        kernels/tf32x3_sm90.cu kernels/fill_random.cu -o /tmp/tc && /tmp/tc
+//        kernels/tf32_sm90.cu kernels/tf32x3_sm90.cu kernels/fill_random.cu -o /tmp/tc && /tmp/tc
 #include <cstdio>
 
 #include "../../kernels/10_tf32.cu"
@@ -49,7 +49,7 @@ int main() {
         fsg_fill_uniform_cuda(a, m * lda, 1, 0);
         fsg_fill_uniform_cuda(b, k * ldb, 2, 0);
         fsg_gemm g = {m, n, k, 1.0f, 0.0f, a, lda, false, b, ldb, false, nullptr, 0, ref1, ldd};
-        fsg_tf32_sgemm(&g, 0);  // the references: the shipped configurations through the real launchers
+        fsg_tf32_mma_sync_sgemm(&g, 0);  // the references: the shipped mma.sync configurations
         g.d = ref3;
         fsg::tensorcore::launch<fsg::tf32x3::Tiling, SplitThree<fsg::tf32x3::Tiling>>(&g, 0);  // mma.sync path
         cudaDeviceSynchronize();
