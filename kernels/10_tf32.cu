@@ -25,8 +25,10 @@
  * benchmarks/experiments/tensorcore_configs.cu, benchmarks/NOTES.md). Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
  * Next: this mma.sync path is Ampere's instruction, and at 128 x 128 tiles it
  * also needs more from L2 than a wider tile would (32 FLOP per byte moved);
- * cuBLAS's Hopper kernels (wgmma, TMA, larger tiles) reach 400 TFLOP/s.
- * Rung 11 takes the wgmma route on Hopper.
+ * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) reach 400
+ * TFLOP/s. On Hopper this launcher takes the wgmma route instead
+ * (kernels/tf32_sm90.cu: operands rounded once into a workspace, 128 x 256
+ * tiles); the mma.sync path stays as "tf32:mma.sync".
  */
 #include "tensorcore.cuh"
 
@@ -67,7 +69,7 @@ struct RoundOnce {
 }  // namespace tf32
 }  // namespace fsg
 
-/* wgmma on Hopper for the matrices TMA can copy (kernels/tf32_sm90.cu), mma.sync for the rest. */
+/* wgmma on Hopper (kernels/tf32_sm90.cu) whenever it can run, mma.sync otherwise. */
 extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     bool wgmma = false;
     cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);

@@ -87,9 +87,13 @@ struct SplitThree {
 
 extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     bool wgmma = false;
-    const cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
+    cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
     if (err != cudaSuccess) return err;
-    if (wgmma) return fsg_tf32x3_sgemm_sm90(g, stream);
+    if (wgmma) {
+        bool launched = false;
+        err = fsg_tf32x3_sgemm_sm90(g, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
     return fsg_tf32x3_mma_sync_sgemm(g, stream);
 }
 

@@ -1,7 +1,7 @@
 /*
  * hopper.cuh: what the Hopper (sm_90a) paths of the tensor-core rungs share:
- * wgmma and its shared-memory descriptors, mbarriers, TMA bulk tensor copies
- * and their tensor maps, and setmaxnreg. kernels/tf32_sm90.cu (rung 10) and
+ * wgmma and its shared-memory descriptors, mbarriers, bulk copies, setmaxnreg,
+ * and the packing pass that feeds them. kernels/tf32_sm90.cu (rung 10) and
  * kernels/tf32x3_sm90.cu (rung 11) build their kernels from these; only
  * files compiled for sm_90a may include it (setup.py's FILE_ARCHS).
  *
@@ -13,14 +13,13 @@
  * tile and the tensor cores' reads of one k-slice over all banks. Atoms of 8
  * rows are 1024 bytes apart (the descriptor's stride byte offset); a k-step
  * of 8 moves the start address by 32 bytes, and the hardware applies the same
- * XOR. TMA's 128-byte swizzle is the same pattern, so a tile whose k is
- * contiguous in global memory lands by TMA already in operand layout.
+ * XOR.
  */
 #ifndef FASTSGEMM_HOPPER_CUH
 #define FASTSGEMM_HOPPER_CUH
 
-#include <cuda.h>           // CUtensorMap
-#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
+#include <mutex>
+#include <unordered_map>
 
 #include "common.cuh"
 
@@ -71,8 +70,6 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
-/* Shared memory written by ordinary stores, read next by wgmma (the async proxy). */
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* Tells the compiler the asynchronous wgmma may have changed d: no read of d moves above the wait. */
 __device__ __forceinline__ void touch(float (&d)[64]) {
 #pragma unroll
@@ -107,24 +104,11 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
     while (!mbarrier_try_wait(bar, parity)) {
     }
 }
-/* A barrier among the producer warpgroup only (named barrier 1; 0 is __syncthreads'). */
-__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 /* Hands registers from the producer warpgroup to the consumers (sm_90a). */
 template <int N>
 __device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 template <int N>
 __device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
-
-/* The bulk tensor copy (TMA) of the box at element (x, y) of the 2-D tensor
- * `map` describes, x the contiguous coordinate, into shared memory at dst;
- * elements past the tensor's edges arrive as zeros. Completes on bar. */
-__device__ __forceinline__ void tma_load(float *dst, const CUtensorMap *map, int x, int y, uint64_t *bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
-            "r"(smem_address(dst)),
-        "l"(map), "r"(x), "r"(y), "r"(smem_address(bar))
-        : "memory");
-}
 
 /* Element (row, k) of a K-major operand tile in the 128-byte swizzle (above);
  * row is m for A, n for B. */
@@ -141,35 +125,174 @@ __device__ __forceinline__ uint32_t round_tf32(float x) {
     return r;
 }
 
-/* cuTensorMapEncodeTiled, a driver function, found through the runtime once. */
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-static EncodeTiled encoder() {
-    static const EncodeTiled fn = [] {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult found;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
-                cudaSuccess ||
-            found != cudaDriverEntryPointSuccess)
-            p = nullptr;
-        return reinterpret_cast<EncodeTiled>(p);
-    }();
-    return fn;
+/* ---- The packing pass both Hopper paths run first ----
+ *
+ * The tensor cores must see operands rounded to TF32 (rung 10) or split into
+ * TF32 hi and lo parts (rung 11), K-major. Doing that inside the GEMM costs
+ * the producer threads a pass over shared memory, or a proxy fence per
+ * thread per tile (benchmarks/NOTES.md). Instead one small kernel per operand
+ * reads it once, in whatever layout it has, and writes ready operand tiles to
+ * a workspace: kPackRows rows (m or n) x kBK k, in the operand layout above,
+ * zeros past the matrix's edges, PARTS parts per tile (the rounded value; or
+ * hi, then lo) one after the other. Row tile r's tiles follow each other
+ * along k, so a block reads its operands as one contiguous run, and a stage
+ * of the GEMM arrives by plain bulk copies: no tensor maps, no edge cases,
+ * any alignment of the caller's matrices. */
+constexpr int kPackRows = 128;                // rows (m or n) of one packed tile
+constexpr int kTileFloats = kPackRows * kBK;  // one part of one packed tile: 16 KiB
+constexpr uint32_t kTileBytes = kTileFloats * sizeof(float);
+constexpr int kPackThreads = 256;
+
+/* x = hi + lo, both TF32, with round_tf32 (nearest even; rung 11's mma.sync
+ * path rounds ties away). Only ties round differently, and the split is as
+ * exact either way. */
+__device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
+    hi = round_tf32(x);
+    lo = round_tf32(x - __uint_as_float(hi));
 }
 
-/* The tensor map of one operand whose tiles are `rows` (m or n) by kBK (k).
- * With k contiguous (along_k) a box is `rows` rows of 32 k, 128 bytes each,
- * landing in the 128-byte swizzle, which is the operand layout; otherwise kBK
- * rows of `rows` m or n, unswizzled. False if the driver refuses it. */
-static bool encode(CUtensorMap *map, const float *p, int64_t ld, int64_t mn, int64_t k, bool along_k, int rows) {
-    const EncodeTiled fn = encoder();
-    if (fn == nullptr) return false;
-    const cuuint64_t dims[2] = {(cuuint64_t)(along_k ? k : mn), (cuuint64_t)(along_k ? mn : k)};
-    const cuuint64_t strides[1] = {(cuuint64_t)ld * sizeof(float)};
-    const cuuint32_t box[2] = {(cuuint32_t)(along_k ? kBK : rows), (cuuint32_t)(along_k ? rows : kBK)};
-    const cuuint32_t unit[2] = {1, 1};
-    return fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float *>(p), dims, strides, box, unit,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, along_k ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+/* Packed tile blockIdx.x (row tile blockIdx.x / tiles_k, k tile blockIdx.x %
+ * tiles_k) of an operand with `rows` rows (m for A, n for B) and `depth` k,
+ * stored with k contiguous (ALONG_K: element (row, k) at src[row * ld + k])
+ * or rows contiguous (src[k * ld + row]). It passes through shared memory so
+ * that the reads, in the source's order, and the writes, along k, are both
+ * whole 128-byte lines; the padding column keeps the transposing case free of
+ * bank conflicts. */
+template <bool ALONG_K, int PARTS>
+__global__ void __launch_bounds__(kPackThreads) pack_kernel(const float *src, int64_t ld, int64_t rows, int64_t depth,
+                                                             float *dst, int64_t tiles_k) {
+    static_assert(PARTS == 1 || PARTS == 2, "rounded, or split into hi and lo");
+    __shared__ float tile[kPackRows][kBK + 1];
+    const int64_t id = blockIdx.x, row0 = id / tiles_k * kPackRows, k0 = id % tiles_k * kBK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kWarps = kPackThreads / 32;
+    if constexpr (ALONG_K) {
+#pragma unroll
+        for (int r = warp; r < kPackRows; r += kWarps) {  // a warp reads 32 k of one row
+            const int64_t row = row0 + r, k = k0 + lane;
+            tile[r][lane] = row < rows && k < depth ? src[row * ld + k] : 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (int kk = warp; kk < kBK; kk += kWarps)  // a warp reads 32 rows at one k
+#pragma unroll
+            for (int r = lane; r < kPackRows; r += 32) {
+                const int64_t row = row0 + r, k = k0 + kk;
+                tile[r][kk] = row < rows && k < depth ? src[k * ld + row] : 0.0f;
+            }
+    }
+    __syncthreads();
+    float *out = dst + id * PARTS * kTileFloats;
+#pragma unroll
+    for (int r = warp; r < kPackRows; r += kWarps) {  // a warp writes one row: a 128-byte line, swizzled within
+        const int at = operand_offset(r, lane);
+        if constexpr (PARTS == 1) {
+            out[at] = __uint_as_float(round_tf32(tile[r][lane]));
+        } else {
+            uint32_t hi, lo;
+            split_rn(tile[r][lane], hi, lo);
+            out[at] = __uint_as_float(hi);
+            out[kTileFloats + at] = __uint_as_float(lo);
+        }
+    }
+}
+
+/* Where the workspaces come from: one stream-ordered memory pool per device,
+ * made on first use and kept for the life of the process (inline: one
+ * instance across both Hopper files). The device's default pool hands its
+ * free memory back to the driver at every host synchronization, and mapping
+ * it again on the next call cost as much as the GEMM itself at 1024^3 on the
+ * H100 (benchmarks/NOTES.md). This pool keeps up to a 64th of the device's
+ * memory reserved between calls, so calls of one shape reuse one workspace. */
+inline cudaError_t workspace_pool(cudaMemPool_t *pool) {
+    static std::mutex lock;
+    static std::unordered_map<int, cudaMemPool_t> pools;
+    int device;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const std::lock_guard<std::mutex> guard(lock);
+    const auto found = pools.find(device);
+    if (found != pools.end()) {
+        *pool = found->second;
+        return cudaSuccess;
+    }
+    size_t free_bytes, total_bytes;
+    err = cudaMemGetInfo(&free_bytes, &total_bytes);
+    if (err != cudaSuccess) return err;
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    err = cudaMemPoolCreate(pool, &props);
+    if (err != cudaSuccess) return err;
+    uint64_t keep = total_bytes / 64;
+    err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (err != cudaSuccess) {
+        (void)cudaMemPoolDestroy(*pool);
+        return err;
+    }
+    pools.emplace(device, *pool);
+    return cudaSuccess;
+}
+
+/* Packs A (row_tiles_a row tiles) and B (row_tiles_b) into a workspace, calls
+ * gemm(packed_a, packed_b, tiles_k) to enqueue the GEMM on `stream`, and frees
+ * the workspace after it in stream order. *launched stays false, and nothing
+ * is enqueued, when the packed path cannot run: k == 0 (D = beta C, nothing
+ * to pack), grids past a dimension's limit, or no memory for the workspace;
+ * the caller's mma.sync path takes the call then. */
+template <int PARTS, typename Gemm>
+cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t row_tiles_b, cudaStream_t stream,
+                                 bool *launched, Gemm &&gemm) {
+    *launched = false;
+    if (g.k == 0) return cudaSuccess;
+    const int64_t tiles_k = ceil_div(g.k, kBK);
+    if (row_tiles_a * tiles_k > INT32_MAX || row_tiles_b * tiles_k > INT32_MAX) return cudaSuccess;
+    const int64_t floats_a = row_tiles_a * tiles_k * PARTS * kTileFloats;
+    const size_t bytes = (size_t)(floats_a + row_tiles_b * tiles_k * PARTS * kTileFloats) * sizeof(float);
+    cudaMemPool_t pool;
+    cudaError_t err = workspace_pool(&pool);
+    if (err != cudaSuccess) return err;
+    float *packed = nullptr;
+    err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // not sticky: clear it and let the path without a workspace run
+        return cudaSuccess;
+    }
+    if (err != cudaSuccess) return err;
+    *launched = true;
+    auto pack = [&](const float *src, int64_t ld, int64_t rows, bool along_k, float *dst, int64_t row_tiles) {
+        const dim3 grid((unsigned)(row_tiles * tiles_k));
+        if (along_k) pack_kernel<true, PARTS><<<grid, kPackThreads, 0, stream>>>(src, ld, rows, g.k, dst, tiles_k);
+        else pack_kernel<false, PARTS><<<grid, kPackThreads, 0, stream>>>(src, ld, rows, g.k, dst, tiles_k);
+    };
+    pack(g.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a);
+    pack(g.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b);
+    gemm((const float *)packed, (const float *)(packed + floats_a), (int)tiles_k);
+    err = cudaGetLastError();
+    const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
+    return err != cudaSuccess ? err : freed;
+}
+
+/* A contiguous copy of `bytes` (a multiple of 16, both addresses 16-byte
+ * aligned) from global to shared memory by the copy engine, completing on bar. */
+__device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_address(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_address(bar))
+                 : "memory");
+}
+
+/* The output tile (BM x BN) of this block: groups of GROUP block rows, walked
+ * column by column inside a group, so that the blocks resident together share
+ * their A and B tiles in L2 instead of each wave sweeping all of B. */
+template <int BM, int BN, int GROUP>
+__device__ __forceinline__ void block_tile(const fsg_gemm &g, int &tile_m, int &tile_n) {
+    const int tiles_m = (int)ceil_div(g.m, BM), tiles_n = (int)ceil_div(g.n, BN);
+    const int id = (int)blockIdx.x, per_group = GROUP * tiles_n;
+    const int first = id / per_group * GROUP, rows = min(tiles_m - first, GROUP);
+    tile_m = first + id % per_group % rows;
+    tile_n = id % per_group / rows;
 }
 
 }  // namespace hopper

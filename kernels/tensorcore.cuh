@@ -28,10 +28,10 @@
 #include "common.cuh"
 
 /* The Hopper (wgmma) paths of rungs 10 and 11, kernels/tf32_sm90.cu and kernels/tf32x3_sm90.cu. */
-/* rung 10's sets *launched = false, and launches nothing, when it cannot run (k == 0, no memory for its
- * workspace, a grid past its limit); the mma.sync path then does the work. */
+/* Each sets *launched = false, and launches nothing, when it cannot run (k == 0, no memory for its
+ * workspace, a grid past its limit); the rung's mma.sync path then does the work. */
 extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
-extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream);
+extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 
 namespace fsg {
 namespace tensorcore {

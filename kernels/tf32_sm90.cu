@@ -22,13 +22,13 @@
  * cuBLAS.
  *
  * So the rounding moves out of the GEMM: two passes.
- *   1. pack (one small kernel per operand): reads A or B once in whatever
- *      layout it has, rounds every element to TF32 (cvt.rn, nearest even)
- *      and writes it to a workspace as a sequence of ready operand tiles:
- *      128 rows (m or n) x 32 k, K-major in wgmma's 128-byte swizzle
- *      (kernels/hopper.cuh), zeros past the matrix's edges. Each tile is 16
- *      KiB of contiguous memory. The pass moves (MK + KN) x 8 bytes through
- *      DRAM, a few percent of the GEMM's time from 4096^3 up.
+ *   1. pack (kernels/hopper.cuh, one small kernel per operand): reads A or B
+ *      once in whatever layout it has, rounds every element to TF32 (cvt.rn,
+ *      nearest even) and writes it to a workspace as a sequence of ready
+ *      operand tiles: 128 rows (m or n) x 32 k, K-major in wgmma's 128-byte
+ *      swizzle, zeros past the matrix's edges. Each tile is 16 KiB of
+ *      contiguous memory. The pass moves (MK + KN) x 8 bytes through DRAM:
+ *      12% of the call at 8192^3, 20% at 4096^3.
  *   2. the GEMM: one producer thread copies whole tiles into a 4-stage ring
  *      with plain bulk copies (cp.async.bulk: no tensor map, no edge
  *      handling, any alignment of the caller's matrices: the workspace is
@@ -49,11 +49,8 @@
  *
  * Costs and limits: a workspace of (m + n) x k floats (rounded up to whole
  * tiles) for the duration of the call, from a stream-ordered memory pool
- * (workspace_pool); 4 x 48 KiB stages, one block per SM.
+ * (hopper.cuh's workspace_pool); 4 x 48 KiB stages, one block per SM.
  */
-#include <mutex>
-#include <unordered_map>
-
 #include "hopper.cuh"
 #include "tensorcore.cuh"
 
@@ -61,10 +58,7 @@ namespace fsg {
 namespace hopper {
 namespace tf32 {
 
-constexpr int kPackRows = 128;                  // rows (m or n) of one packed operand tile
-constexpr int kTileFloats = kPackRows * kBK;    // one packed tile: 16 KiB
-constexpr uint32_t kTileBytes = kTileFloats * sizeof(float);
-constexpr int kBM = 128, kBN = 256;             // block tile: one packed A tile, two packed B tiles
+constexpr int kBM = 128, kBN = 256;  // block tile: one packed A tile, two packed B tiles
 constexpr int kBTiles = kBN / kPackRows;
 static_assert(kBM == kPackRows && kBN % kPackRows == 0, "block tiles are whole packed tiles");
 constexpr int kStageFloats = (1 + kBTiles) * kTileFloats;  // A, then B's tiles: 48 KiB
@@ -77,65 +71,8 @@ constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int kGroupRows = 8;  // block rows per rasterization group
 constexpr size_t kSmemBytes = (size_t)kStages * kStageFloats * sizeof(float) + 2 * kStages * sizeof(uint64_t);
 
-constexpr int kPackThreads = 256;
-
-/* Pass 1: packed tile `blockIdx.x` (row tile blockIdx.x / tiles_k, k tile
- * blockIdx.x % tiles_k) of an operand with `rows` rows (m for A, n for B) and
- * `depth` k, stored with k contiguous (ALONG_K: element (row, k) at
- * src[row * ld + k]) or rows contiguous (src[k * ld + row]). Loads go through
- * shared memory so that both the reads, in the source's order, and the
- * writes, along k, are whole 128-byte lines; the padding column keeps the
- * transposing case free of bank conflicts. */
-template <bool ALONG_K>
-__global__ void __launch_bounds__(kPackThreads) pack_tf32_kernel(const float *src, int64_t ld, int64_t rows,
-                                                                  int64_t depth, float *dst, int64_t tiles_k) {
-    __shared__ float tile[kPackRows][kBK + 1];
-    const int64_t id = blockIdx.x, row0 = id / tiles_k * kPackRows, k0 = id % tiles_k * kBK;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    constexpr int kWarps = kPackThreads / 32;
-    if constexpr (ALONG_K) {
-#pragma unroll
-        for (int r = warp; r < kPackRows; r += kWarps) {  // a warp reads 32 k of one row
-            const int64_t row = row0 + r, k = k0 + lane;
-            tile[r][lane] = row < rows && k < depth ? src[row * ld + k] : 0.0f;
-        }
-    } else {
-#pragma unroll
-        for (int kk = warp; kk < kBK; kk += kWarps)  // a warp reads 32 rows at one k
-#pragma unroll
-            for (int r = lane; r < kPackRows; r += 32) {
-                const int64_t row = row0 + r, k = k0 + kk;
-                tile[r][kk] = row < rows && k < depth ? src[k * ld + row] : 0.0f;
-            }
-    }
-    __syncthreads();
-    float *out = dst + id * kTileFloats;
-#pragma unroll
-    for (int r = warp; r < kPackRows; r += kWarps)  // a warp writes one row: one 128-byte line, swizzled within
-        out[operand_offset(r, lane)] = __uint_as_float(round_tf32(tile[r][lane]));
-}
-
-/* A contiguous copy of `bytes` (a multiple of 16, both addresses 16-byte
- * aligned) from global to shared memory by the copy engine, completing on bar. */
-__device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t bytes, uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     smem_address(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_address(bar))
-                 : "memory");
-}
-
-/* The output tile of this block: groups of kGroupRows block rows, walked
- * column by column inside a group. */
-__device__ __forceinline__ void block_tile(const fsg_gemm &g, int &tile_m, int &tile_n) {
-    const int tiles_m = (int)ceil_div(g.m, kBM), tiles_n = (int)ceil_div(g.n, kBN);
-    const int id = (int)blockIdx.x, per_group = kGroupRows * tiles_n;
-    const int first = id / per_group * kGroupRows, rows = min(tiles_m - first, kGroupRows);
-    tile_m = first + id % per_group % rows;
-    tile_n = id % per_group / rows;
-}
-
-/* Pass 2: D = alpha A B + beta C from the packed operands: A's row tile
- * tile_m holds tiles_k tiles, one per k-step, and so does each of B's. */
+/* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
+ * tiles_k tiles, one per k-step, and so does each of B's. */
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32_kernel(fsg_gemm g, const float *packed_a, const float *packed_b, int tiles_k) {
     extern __shared__ __align__(1024) float4 smem[];        // swizzle atoms must be 1024-byte aligned
@@ -154,8 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
 
     int tile_m, tile_n;
-    block_tile(g, tile_m, tile_n);
-
+    block_tile<kBM, kBN, kGroupRows>(g, tile_m, tile_n);
     if (warpgroup == 0) {
         // Producer: one thread, three bulk copies per stage; the rest of the warpgroup only gives its registers up.
         registers_down<kProducerRegisters>();
@@ -214,79 +150,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-/* Pass 1 for one operand: `row_tiles` x tiles_k packed tiles into dst. */
-void pack(const float *src, int64_t ld, int64_t rows, int64_t depth, bool along_k, float *dst, int64_t row_tiles,
-          int64_t tiles_k, cudaStream_t stream) {
-    const dim3 grid((unsigned)(row_tiles * tiles_k));
-    if (along_k) pack_tf32_kernel<true><<<grid, kPackThreads, 0, stream>>>(src, ld, rows, depth, dst, tiles_k);
-    else pack_tf32_kernel<false><<<grid, kPackThreads, 0, stream>>>(src, ld, rows, depth, dst, tiles_k);
-}
-
-/* Where the workspaces come from: one stream-ordered memory pool per device,
- * made on first use and kept for the life of the process. The device's
- * default pool hands its free memory back to the driver at every host
- * synchronization, and mapping it again on the next call cost more than the
- * GEMM itself at 1024^3 on the H100 (benchmarks/NOTES.md). This pool keeps
- * up to a 64th of the device's memory reserved between calls, so calls of
- * one shape reuse one workspace; larger workspaces are returned as before. */
-cudaError_t workspace_pool(cudaMemPool_t *pool) {
-    static std::mutex lock;
-    static std::unordered_map<int, cudaMemPool_t> pools;
-    int device;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    const std::lock_guard<std::mutex> guard(lock);
-    const auto found = pools.find(device);
-    if (found != pools.end()) {
-        *pool = found->second;
-        return cudaSuccess;
-    }
-    size_t free_bytes, total_bytes;
-    err = cudaMemGetInfo(&free_bytes, &total_bytes);
-    if (err != cudaSuccess) return err;
-    cudaMemPoolProps props = {};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    err = cudaMemPoolCreate(pool, &props);
-    if (err != cudaSuccess) return err;
-    uint64_t keep = total_bytes / 64;
-    err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    if (err != cudaSuccess) {
-        (void)cudaMemPoolDestroy(*pool);
-        return err;
-    }
-    pools.emplace(device, *pool);
-    return cudaSuccess;
-}
-
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    *launched = false;
-    if (g->k == 0) return cudaSuccess;  // D = beta C: nothing to pack, the mma.sync path does it
-    const int64_t tiles_m = ceil_div(g->m, kBM), tiles_n = ceil_div(g->n, kBN), tiles_k = ceil_div(g->k, kBK);
-    const int64_t row_tiles_a = tiles_m, row_tiles_b = tiles_n * kBTiles;  // B padded to whole block tiles
-    if (tiles_m * tiles_n > INT32_MAX || row_tiles_a * tiles_k > INT32_MAX || row_tiles_b * tiles_k > INT32_MAX)
-        return cudaSuccess;  // grids past one dimension's limit
-    const int64_t floats_a = row_tiles_a * tiles_k * kTileFloats;
-    const size_t bytes = (size_t)(floats_a + row_tiles_b * tiles_k * kTileFloats) * sizeof(float);
-    cudaMemPool_t pool;
-    cudaError_t err = workspace_pool(&pool);
-    if (err != cudaSuccess) return err;
-    float *packed = nullptr;
-    err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
-    if (err == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();  // not sticky: clear it, and let the mma.sync path (no workspace) run
+    const int64_t tiles_m = ceil_div(g->m, kBM), tiles_n = ceil_div(g->n, kBN);
+    if (tiles_m * tiles_n > INT32_MAX) {
+        *launched = false;
         return cudaSuccess;
     }
-    if (err != cudaSuccess) return err;
-    *launched = true;
-    pack(g->a, g->lda, g->m, g->k, !g->a_trans, packed, row_tiles_a, tiles_k, stream);
-    pack(g->b, g->ldb, g->n, g->k, g->b_trans, packed + floats_a, row_tiles_b, tiles_k, stream);
-    launch_with_smem(wgmma_tf32_kernel, dim3((unsigned)(tiles_m * tiles_n)), kThreads, kSmemBytes, stream, *g,
-                     (const float *)packed, (const float *)(packed + floats_a), (int)tiles_k);
-    err = cudaGetLastError();
-    const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
-    return err != cudaSuccess ? err : freed;
+    // B is packed in whole block tiles: its last row tile may be all zeros.
+    return with_packed_operands<1>(*g, tiles_m, tiles_n * kBTiles, stream, launched,
+                                   [&](const float *packed_a, const float *packed_b, int tiles_k) {
+                                       launch_with_smem(wgmma_tf32_kernel, dim3((unsigned)(tiles_m * tiles_n)),
+                                                        kThreads, kSmemBytes, stream, *g, packed_a, packed_b,
+                                                        tiles_k);
+                                   });
 }
 
 }  // namespace tf32

@@ -22,7 +22,7 @@ LARGE = (4095, 4097, 4093)
 # a rung under racecheck).
 SAME_BLOCKS_AS_LARGE = (255, 257, 4093)
 # Leading dimensions that are multiples of 4 with partial tiles on every side: the row-major view of this one
-# takes the paths for 16-byte-aligned matrices (tf32x3's TMA copies on Hopper among them).
+# takes the paths for 16-byte-aligned matrices (the vector loads of the SIMT rungs among them).
 ALIGNED = (130, 68, 260)
 SHAPES = [(1, 1, 1), (17, 33, 65), (130, 67, 257), (5, 129, 3), ALIGNED, SAME_BLOCKS_AS_LARGE]
 
