@@ -104,6 +104,17 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
     while (!mbarrier_try_wait(bar, parity)) {
     }
 }
+/* The two barriers of each of `stages` pipeline stages, by one thread before
+ * the block's first __syncthreads: full[s] completes on the producer's one
+ * arrival plus the bytes of the stage's bulk copies, empty[s] on an arrival
+ * from every consumer thread after its wgmmas have read the stage. */
+__device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty, int stages, int consumers) {
+    for (int s = 0; s < stages; ++s) {
+        mbarrier_init(&full[s], 1);
+        mbarrier_init(&empty[s], consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+}
 /* Hands registers from the producer warpgroup to the consumers (sm_90a). */
 template <int N>
 __device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }

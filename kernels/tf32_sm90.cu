@@ -81,13 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint64_t *const empty = full + kStages;
     const int tid = threadIdx.x, warpgroup = tid / 128;
 
-    if (tid == 0) {
-        for (int s = 0; s < kStages; ++s) {
-            mbarrier_init(&full[s], 1);                  // the producer's arrival, plus the stage's bytes
-            mbarrier_init(&empty[s], kConsumerThreads);  // every consumer thread, after its wgmmas
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
-    }
+    if (tid == 0) init_stage_barriers(full, empty, kStages, kConsumerThreads);
     __syncthreads();
 
     int tile_m, tile_n;
