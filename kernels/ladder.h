@@ -54,7 +54,8 @@ typedef struct fsg_gemm {
  * (CUDA rungs) or runs it before returning (the cpu rung, which ignores the
  * stream), checks its launch, and returns the first error it met. It never
  * prints, never exits, and keeps no global state beyond per-thread handles
- * (and rung 10's Hopper path, a memory pool per device for its workspaces). */
+ * (and the Hopper paths of rungs 10 and 11: one memory pool per device for
+ * their workspaces, kernels/hopper.cuh). */
 typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 
 /* Where a rung's operands must live. */
