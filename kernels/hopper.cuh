@@ -136,6 +136,38 @@ __device__ __forceinline__ uint32_t round_tf32(float x) {
     return r;
 }
 
+/* ---- The warp-specialized block both Hopper kernels use ----
+ * One producer warpgroup (a single thread of it issues the bulk copies; it
+ * keeps 40 registers) and two consumer warpgroups that own 64 rows of the
+ * block tile each and do nothing but wgmma: 128 x 40 + 256 x 232 registers
+ * fit the 384 x 168 the block starts with. Blocks walk the output in groups
+ * of kGroupRows block rows (block_tile, below). */
+constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
+constexpr int kThreads = kProducerThreads + kConsumerThreads;
+constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int kGroupRows = 8;
+
+/* Dynamic shared memory of a pipeline: its stages, then a full and an empty barrier per stage. */
+constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
+    return (size_t)stages * stage_floats * sizeof(float) + 2 * (size_t)stages * sizeof(uint64_t);
+}
+
+/* The epilogue: a consumer warpgroup's 64 x 128 result of wgmma m64n128,
+ * whose top-left element is D(row0, col0), into D through store_d. A
+ * thread's accumulator i is element i % 4 of n8 block i / 4 in the m16n8
+ * fragment layout; value(i) is what to store for it. */
+template <typename Value>
+__device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    const int64_t first_row = row0 + warp * 16 + lane / 4, first_col = col0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+        const int64_t row = first_row + 8 * ((i % 4) / 2), col = first_col + 8 * (i / 4) + i % 2;
+        if (row < g.m && col < g.n) store_d(g, row, col, value(i));
+    }
+}
+
 /* ---- The packing pass both Hopper paths run first ----
  *
  * The tensor cores must see operands rounded to TF32 (rung 10) or split into

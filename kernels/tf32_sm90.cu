@@ -63,13 +63,7 @@ constexpr int kBTiles = kBN / kPackRows;
 static_assert(kBM == kPackRows && kBN % kPackRows == 0, "block tiles are whole packed tiles");
 constexpr int kStageFloats = (1 + kBTiles) * kTileFloats;  // A, then B's tiles: 48 KiB
 constexpr int kStages = 4;
-constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
-constexpr int kThreads = kProducerThreads + kConsumerThreads;
-constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
-// Registers per thread after setmaxnreg: 128 x 40 + 256 x 232 fits the 384 x 168 the block starts with.
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
-constexpr int kGroupRows = 8;  // block rows per rasterization group
-constexpr size_t kSmemBytes = (size_t)kStages * kStageFloats * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles, one per k-step, and so does each of B's. */
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         // Consumers: 64 rows of the block tile each, nothing but wgmma.
         registers_up<kConsumerRegisters>();
-        const int consumer = warpgroup - 1, warp = (tid % 128) / 32, lane = tid % 32;
+        const int consumer = warpgroup - 1;
         float acc[kBTiles][64] = {};
         for (int t = 0; t < tiles_k; ++t) {
             const int s = t % kStages;
@@ -129,18 +123,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int j = 0; j < kBTiles; ++j) touch(acc[j]);
 
-        // Accumulator i of a thread's 64 x 128 slice j: n8 block i / 4, element i % 4 of the m16n8 fragment layout.
-        const int group = lane / 4, quad = lane % 4;
-        const int64_t row0 = (int64_t)tile_m * kBM + consumer * kWgRows + warp * 16 + group;
+        const int64_t row0 = (int64_t)tile_m * kBM + consumer * kWgRows;
 #pragma unroll
-        for (int j = 0; j < kBTiles; ++j) {
-            const int64_t col0 = (int64_t)tile_n * kBN + j * kPackRows + 2 * quad;
-#pragma unroll
-            for (int i = 0; i < 64; ++i) {
-                const int64_t row = row0 + 8 * ((i % 4) / 2), col = col0 + 8 * (i / 4) + i % 2;
-                if (row < g.m && col < g.n) store_d(g, row, col, acc[j][i]);
-            }
-        }
+        for (int j = 0; j < kBTiles; ++j)
+            store_slice(g, row0, (int64_t)tile_n * kBN + j * kPackRows, [&](int i) { return acc[j][i]; });
     }
 }
 

@@ -56,13 +56,7 @@ constexpr int kBM = 128, kBN = 128;  // block tile: one packed tile of A and one
 static_assert(kBM == kPackRows && kBN == kPackRows, "block tiles are packed tiles");
 constexpr int kStageFloats = 4 * kTileFloats;  // A hi, A lo, B hi, B lo: 64 KiB
 constexpr int kStages = 3;
-constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
-constexpr int kThreads = kProducerThreads + kConsumerThreads;
-constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
-// Registers per thread after setmaxnreg: 128 x 40 + 256 x 232 fits the 384 x 168 the block starts with.
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
-constexpr int kGroupRows = 8;  // block rows per rasterization group
-constexpr size_t kSmemBytes = (size_t)kStages * kStageFloats * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles (hi, then lo), one per k-step, and so does B's. */
@@ -98,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         // Consumers: a 64 x 128 slice of the block tile each, nothing but wgmma and the main term's FADDs.
         registers_up<kConsumerRegisters>();
-        const int consumer = warpgroup - 1, warp = (tid % 128) / 32, lane = tid % 32;
+        const int consumer = warpgroup - 1;
         float corr[64] = {};  // the corrections, summed by the tensor core
         float main[64] = {};  // the main term's running sum (FADD)
         float part[64];       // this tile's main term, out of the tensor core
@@ -126,15 +120,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int i = 0; i < 64; ++i) main[i] += part[i];
         }
 
-        // Accumulator i of a thread: n8 block i / 4, element i % 4 of the m16n8 fragment layout.
-        const int group = lane / 4, quad = lane % 4;
-        const int64_t row0 = (int64_t)tile_m * kBM + consumer * kWgRows + warp * 16 + group;
-        const int64_t col0 = (int64_t)tile_n * kBN + 2 * quad;
-#pragma unroll
-        for (int i = 0; i < 64; ++i) {
-            const int64_t row = row0 + 8 * ((i % 4) / 2), col = col0 + 8 * (i / 4) + i % 2;
-            if (row < g.m && col < g.n) store_d(g, row, col, tensorcore::combine(main[i], corr[i]));
-        }
+        store_slice(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * kBN,
+                    [&](int i) { return tensorcore::combine(main[i], corr[i]); });
     }
 }
 
