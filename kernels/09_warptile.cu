@@ -1,20 +1,33 @@
 /*
  * Rung 9, warptile: block tile, then warp tile, then thread tile.
  *
- * In rung 8 the threads of a warp covered a 16 x 128 strip of the block tile.
+ * In rung 8 the threads of a warp covered a 16 x 256 strip of the block tile.
  * Here the block tile is divided into warp tiles (WM x WN), and each warp's
  * lanes divide its warp tile among themselves (LANES_M x LANES_N threads), each
  * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
  * warp's fragment loads for one k-step are contiguous runs of shared memory and
- * every value loaded serves the squarest region the registers allow. The shape
- * is a template configuration (WarpTiling): the launcher uses kDefault, chosen
- * by measurement (benchmarks/NOTES.md), and three more are built for the
- * tuning table behind kernel="auto" (python -m fastsgemm.tune).
+ * every value loaded serves the squarest region the registers allow: a warp's
+ * 64 x 64 tile reads 64 + 64 floats per k-step where rung 8's strip reads
+ * 16 + 256, one wavefront per LDS.128 instead of up to four.
+ *
+ * The shape is a template configuration (WarpTiling). Two are the rung's own,
+ * and the launcher picks between them by how the tiles fall on the SMs
+ * (launch_by_waves, below), because tiles are paid for whole:
+ *   - wide: 128 x 256 x 16, 2 x 4 warps of 64 x 64, 16 x 8 per thread, one
+ *     block per SM: the most reuse, the fastest per unit of work;
+ *   - square: 128 x 128 x 16, 4 x 2 warps of 32 x 64, 8 x 8 per thread, two
+ *     blocks per SM: the same work per SM at a time, in tiles half as big.
+ * On 4095 x 4097, 544 wide tiles make five rounds over 132 SMs where 4096^3's
+ * 512 make four; 1,056 square tiles make eight half-size rounds: square runs
+ * there, wide at 4096^3. Both, and two smaller shapes, are also built for
+ * kernel="warptile:<name>" and the tuning table behind kernel="auto".
  *
  * Everything else is rung 8: two shared-memory stages, cp.async where layouts
- * agree and the matrix is aligned, register prefetch otherwise, one barrier per
- * k-step, padded rows. Shared memory is dynamic, so tiles may pass 48 KiB.
- * Limits: m <= 65535 * BM.
+ * agree and the matrix is aligned, register prefetch otherwise, double-buffered
+ * fragments in the shapes with one block per SM, one barrier per k-step,
+ * padded rows. Shared memory is dynamic.
+ * Limits: m <= 65535 * BM. Each SM still runs the FMAs of its block only
+ * from the instruction stream nvcc schedules: about 75% of the FP32 peak.
  */
 #include "common.cuh"
 
@@ -41,12 +54,17 @@ struct WarpTiling {
     static_assert(kBK % 4 == 0, "tiles move in float4s along k");
 };
 
-// 128 x 128 x 16 block tile, 4 x 2 warps of 32 x 64, 4 x 8 lanes of 8 x 8, two blocks per SM: the
-// fastest shape that stays fast on odd sizes in the sweep (benchmarks/NOTES.md, results/raw/).
-using kDefault = WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>;
+// The rung's two shapes (the measurements behind them: benchmarks/NOTES.md, results/raw/).
+using kWide = WarpTiling<128, 256, 16, 2, 4, 4, 8, 1>;
+using kSquare = WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>;
 
 template <typename Cfg, typename Index>
 constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers
+// Two fragment buffers (rung 8) where one block per SM must hide its own waits
+// and the registers allow it; shapes with several blocks per SM, whose other
+// blocks fill the gaps, keep one (a second gained nothing there and spilled).
+template <typename Cfg, typename Index>
+constexpr int kFragmentBuffersFor = sizeof(Index) == 4 && Cfg::kMinBlocks == 1 ? 2 : 1;
 
 template <typename Cfg, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) warptile_sgemm_kernel(fsg_gemm g) {
@@ -64,30 +82,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) wa
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k, row0, col0, tid};
 
     float acc[Cfg::kTM][Cfg::kTN] = {};
-    float reg_m[Cfg::kTM], reg_n[Cfg::kTN];
-    const Index steps = (k + kBK - 1) / kBK;
-    if (steps > 0) {
-        tiles.fetch(0, 0);
-        tiles.land(0);
-    }
-    __syncthreads();
-    for (Index t = 0; t < steps; ++t) {
-        const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);
+    constexpr int kBuffers = kFragmentBuffersFor<Cfg, Index>;
+    float reg_m[kBuffers][Cfg::kTM], reg_n[kBuffers][Cfg::kTN];
+    pipelined_k_loop<kBK, kBuffers>(
+        tiles, k,
+        [&](int stage, int p, int buf) {
 #pragma unroll
-        for (int p = 0; p < kBK; ++p) {
+            for (int q = 0; q < kQM; ++q) load4(&As[stage][p][frag_row + q * (kWM / kQM)], &reg_m[buf][4 * q]);
 #pragma unroll
-            for (int q = 0; q < kQM; ++q) load4(&As[stage][p][frag_row + q * (kWM / kQM)], &reg_m[4 * q]);
-#pragma unroll
-            for (int q = 0; q < kQN; ++q) load4(&Bs[stage][p][frag_col + q * (kWN / kQN)], &reg_n[4 * q]);
+            for (int q = 0; q < kQN; ++q) load4(&Bs[stage][p][frag_col + q * (kWN / kQN)], &reg_n[buf][4 * q]);
+        },
+        [&](int buf) {
 #pragma unroll
             for (int i = 0; i < Cfg::kTM; ++i)
 #pragma unroll
-                for (int j = 0; j < Cfg::kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
-        }
-        if (t + 1 < steps) tiles.land(stage ^ 1);
-        __syncthreads();
-    }
+                for (int j = 0; j < Cfg::kTN; ++j) acc[i][j] += reg_m[buf][i] * reg_n[buf][j];
+        });
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < Cfg::kTM; ++i) {
@@ -112,18 +122,41 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     });
 }
 
+/* The rung's launcher. A tile's cost is paid per SM in whole tiles: with S
+ * SMs an SM runs up to ceil(tiles / S) of them, the last round only partly
+ * full. Counted in 128 x 128 tiles of work, wide costs 2 * ceil(wide / S) and
+ * square ceil(square / S) (its two blocks per SM share the SM); wide does the
+ * same work 3.5% faster (measured at 4096^3 and 8192^3, benchmarks/NOTES.md),
+ * so it runs when its cost, less that, is no higher. */
+inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
+    constexpr double kWideSpeedup = 1.035;
+    int device = 0, sms = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    const int64_t block_rows = ceil_div(g->m, 128);
+    const int64_t wide = block_rows * ceil_div(g->n, kWide::kBN), square = block_rows * ceil_div(g->n, kSquare::kBN);
+    const double wide_cost = 2.0 * (double)ceil_div(wide, sms) / kWideSpeedup;
+    if (wide_cost <= (double)ceil_div(square, sms)) return launch<kWide>(g, stream);
+    return launch<kSquare>(g, stream);
+}
+
 }  // namespace warptile
 }  // namespace fsg
 
 extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch<fsg::warptile::kDefault>(g, stream);
+    return fsg::warptile::launch_by_waves(g, stream);
 }
 
-/* Other configurations, for kernel="warptile:<name>" and the tuning behind
+/* Each shape on its own, for kernel="warptile:<name>" and the tuning behind
  * kernel="auto" (kernels/registry.c lists them). Bigger tiles reuse more per
  * load on big problems; smaller ones keep every SM busy on smaller ones. */
 extern "C" cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch<fsg::warptile::WarpTiling<128, 256, 16, 2, 4, 4, 8, 1>>(g, stream);
+    return fsg::warptile::launch<fsg::warptile::kWide>(g, stream);
+}
+
+extern "C" cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch<fsg::warptile::kSquare>(g, stream);
 }
 
 extern "C" cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {

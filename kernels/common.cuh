@@ -344,6 +344,56 @@ struct TwoStageTiles {
     }
 };
 
+/* The main loop of rungs 8 and 9, with its shared memory double-buffered
+ * (TwoStageTiles, above: tile t + 1 is fetched into one stage while the math
+ * runs on the other; one barrier per tile) and its fragments in one or two
+ * register buffers:
+ *   - one: each k-step loads its fragments, then does its FMAs. The wait for
+ *     shared memory is hidden only by the SM's other blocks.
+ *   - two: the fragments of step p + 1 are loaded into one buffer while the
+ *     FMAs of step p use the other. At a tile's last step the next stage is
+ *     landed and published (the barrier) and its first fragments loaded
+ *     before the last FMAs, so no step waits for shared memory, even with one
+ *     block per SM. The barrier still comes after this thread's last read of
+ *     the stage the next fetch overwrites: one barrier covers both hazards.
+ * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
+ * `stage`; multiply(buf) adds the outer product of buffer buf into the
+ * accumulators. */
+template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
+__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
+                                                 Multiply &&multiply) {
+    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
+    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
+    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
+    const Index steps = (k + BK - 1) / BK;
+    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
+    tiles.fetch(0, 0);
+    tiles.land(0);
+    __syncthreads();
+    if constexpr (kTwo) load_fragments(0, 0, 0);
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
+#pragma unroll
+        for (int p = 0; p < BK; ++p) {
+            if constexpr (!kTwo) {
+                load_fragments(stage, p, 0);
+            } else if (p + 1 < BK) {
+                load_fragments(stage, p + 1, (p + 1) % 2);
+            } else if (t + 1 < steps) {
+                tiles.land(stage ^ 1);
+                __syncthreads();
+                load_fragments(stage ^ 1, 0, 0);
+            }
+            multiply(p % FRAGMENT_BUFFERS);
+        }
+        if constexpr (!kTwo) {
+            if (t + 1 < steps) tiles.land(stage ^ 1);
+            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+        }
+    }
+}
+
 }  // namespace fsg
 
 #endif /* FASTSGEMM_COMMON_CUH */

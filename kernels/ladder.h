@@ -105,6 +105,7 @@ cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
 /* The configurations' launchers (registry.c says what each is). */
 cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);

@@ -14,6 +14,8 @@
 static const fsg_config warptile_configs[] = {
     {"128x256x16", "8 warps of 64 x 64, 16 x 8 per thread, one block per SM: most reuse, for big problems",
      fsg_warptile_128x256x16_sgemm, GRID_Y_LIMIT(128)},
+    {"128x128x16", "8 warps of 32 x 64, 8 x 8 per thread, two blocks per SM: the same work per wave, smaller tiles",
+     fsg_warptile_128x128x16_sgemm, GRID_Y_LIMIT(128)},
     {"64x128x16", "8 warps of 32 x 32, 8 x 4 per thread, three blocks per SM", fsg_warptile_64x128x16_sgemm,
      GRID_Y_LIMIT(64)},
     {"64x64x16", "4 warps of 32 x 32, 8 x 4 per thread, four blocks per SM: more blocks for smaller problems",
@@ -124,7 +126,8 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 8,
         .name = "doublebuffer",
-        .idea = "two shared-memory stages: tile k+1 arrives (cp.async or register prefetch) during the math on tile k",
+        .idea = "double buffering: tile k+1 arrives in shared memory (cp.async or register prefetch) during the math on tile k, "
+                "fragments of step p+1 in registers during step p; 16 x 8 results per thread",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/08_doublebuffer.cu",
         .launch = fsg_doublebuffer_sgemm,
@@ -135,7 +138,8 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 9,
         .name = "warptile",
-        .idea = "block tile, warp tile, thread tile: each warp owns a 32 x 64 region, one wavefront per fragment load",
+        .idea = "block tile, warp tile, thread tile: a warp owns a 64 x 64 region, one wavefront per fragment load; "
+                "128 x 256 or 128 x 128 blocks, whichever falls better on the SMs",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/09_warptile.cu",
         .launch = fsg_warptile_sgemm,

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include "../../kernels/ladder.h"
+
 // Median time in ms of `repeats` calls of launch(), each between two CUDA events, after `warmup` calls.
 template <typename Launch>
 float median_ms(Launch &&launch, int repeats, int warmup = 3) {
@@ -38,5 +40,32 @@ inline size_t count_differences(const float *a, const float *b, size_t count) {
     for (size_t i = 0; i < count; ++i) differ += !(x[i] == y[i]);
     return differ;
 }
+
+// A random row-major problem D = A B (uniform inputs, fixed seeds) with leading dimensions padded
+// to multiples of 4, so the aligned (float4, cp.async) instantiations apply. g.d points at
+// `reference`; `scratch` is the same size, for the runs compared against it.
+struct RowMajorProblem {
+    float *a = nullptr, *b = nullptr, *reference = nullptr, *scratch = nullptr;
+    fsg_gemm g;
+
+    RowMajorProblem(int64_t m, int64_t n, int64_t k) {
+        const int64_t lda = (k + 3) / 4 * 4, ldb = (n + 3) / 4 * 4;
+        cudaMalloc(&a, sizeof(float) * m * lda);
+        cudaMalloc(&b, sizeof(float) * k * ldb);
+        cudaMalloc(&reference, sizeof(float) * m * n);
+        cudaMalloc(&scratch, sizeof(float) * m * n);
+        fsg_fill_uniform_cuda(a, m * lda, 1, 0);
+        fsg_fill_uniform_cuda(b, k * ldb, 2, 0);
+        g = {m, n, k, 1.0f, 0.0f, a, lda, false, b, ldb, false, nullptr, 0, reference, n};
+    }
+    ~RowMajorProblem() {
+        cudaFree(a);
+        cudaFree(b);
+        cudaFree(reference);
+        cudaFree(scratch);
+    }
+    RowMajorProblem(const RowMajorProblem &) = delete;
+    RowMajorProblem &operator=(const RowMajorProblem &) = delete;
+};
 
 #endif

@@ -37,18 +37,10 @@ int main() {
     using fsg::tf32x3::SplitThree;
     const int64_t shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4095, 4097, 4093}};
     for (auto &s : shapes) {
-        const int64_t m = s[0], n = s[1], k = s[2];
-        // Leading dimensions padded to a multiple of 4 so the aligned instantiation applies.
-        const int64_t lda = (k + 3) / 4 * 4, ldb = (n + 3) / 4 * 4, ldd = n;
-        float *a, *b, *ref1, *ref3, *scratch;
-        cudaMalloc(&a, 4 * m * lda);
-        cudaMalloc(&b, 4 * k * ldb);
-        cudaMalloc(&ref1, 4 * m * n);
-        cudaMalloc(&ref3, 4 * m * n);
-        cudaMalloc(&scratch, 4 * m * n);
-        fsg_fill_uniform_cuda(a, m * lda, 1, 0);
-        fsg_fill_uniform_cuda(b, k * ldb, 2, 0);
-        fsg_gemm g = {m, n, k, 1.0f, 0.0f, a, lda, false, b, ldb, false, nullptr, 0, ref1, ldd};
+        RowMajorProblem problem(s[0], s[1], s[2]);
+        fsg_gemm g = problem.g;
+        float *ref1 = problem.reference, *scratch = problem.scratch, *ref3;
+        cudaMalloc(&ref3, sizeof(float) * g.m * g.n);
         fsg_tf32_mma_sync_sgemm(&g, 0);  // the references: the shipped mma.sync configurations
         g.d = ref3;
         fsg::tensorcore::launch<fsg::tf32x3::Tiling, SplitThree<fsg::tf32x3::Tiling>>(&g, 0);  // mma.sync path
@@ -67,10 +59,6 @@ int main() {
         run<MmaTiling<128, 128, 32, 4, 4, 3, 1>, SplitThree>("x3 128x128x32 w32x32 s3 16 warps", g, ref3, scratch);
         run<MmaTiling<128, 128, 16, 4, 4, 4, 1>, SplitThree>("x3 128x128x16 w32x32 s4 16 warps", g, ref3, scratch);
         run<MmaTiling<64, 64, 32, 2, 2, 3, 2>, SplitThree>("x3 64x64x32 w32x32 s3 2 blocks", g, ref3, scratch);
-        cudaFree(a);
-        cudaFree(b);
-        cudaFree(ref1);
         cudaFree(ref3);
-        cudaFree(scratch);
     }
 }

@@ -28,21 +28,13 @@ void run(const char *name, fsg_gemm g, float *reference, float *scratch) {
 int main() {
     const int64_t shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4095, 4097, 4093}};
     for (auto &s : shapes) {
-        const int64_t m = s[0], n = s[1], k = s[2];
-        // Leading dimensions padded to a multiple of 4 so the aligned instantiation applies.
-        const int64_t lda = (k + 3) / 4 * 4, ldb = (n + 3) / 4 * 4, ldd = n;
-        float *a, *b, *ref, *scratch;
-        cudaMalloc(&a, 4 * m * lda);
-        cudaMalloc(&b, 4 * k * ldb);
-        cudaMalloc(&ref, 4 * m * n);
-        cudaMalloc(&scratch, 4 * m * n);
-        fsg_fill_uniform_cuda(a, m * lda, 1, 0);
-        fsg_fill_uniform_cuda(b, k * ldb, 2, 0);
-        fsg_gemm g = {m, n, k, 1.0f, 0.0f, a, lda, false, b, ldb, false, nullptr, 0, ref, ldd};
-        launch<kDefault>(&g, 0);  // the reference: the default configuration through the real launcher
+        RowMajorProblem problem(s[0], s[1], s[2]);
+        const fsg_gemm &g = problem.g;
+        float *ref = problem.reference, *scratch = problem.scratch;
+        launch<kSquare>(&g, 0);  // the reference: the 128 x 128 shape through the real launcher
         cudaDeviceSynchronize();
         run<WarpTiling<128, 128, 8, 4, 2, 4, 8, 2>>("A 128x128x8 w32x64 l4x8 t8x8", g, ref, scratch);
-        run<WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>>("B 128x128x16 w32x64 l4x8 t8x8 (default)", g, ref, scratch);
+        run<WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>>("B 128x128x16 w32x64 l4x8 t8x8 (square)", g, ref, scratch);
         run<WarpTiling<128, 128, 8, 2, 4, 8, 4, 2>>("C 128x128x8 w64x32 l8x4 t8x8", g, ref, scratch);
         run<WarpTiling<128, 128, 16, 2, 4, 8, 4, 2>>("D 128x128x16 w64x32 l8x4 t8x8", g, ref, scratch);
         run<WarpTiling<128, 256, 8, 2, 4, 4, 8, 1>>("E 128x256x8 w64x64 l4x8 t16x8", g, ref, scratch);
@@ -56,9 +48,5 @@ int main() {
         run<WarpTiling<128, 256, 32, 2, 4, 4, 8, 1>>("M 128x256x32 w64x64 l4x8 t16x8", g, ref, scratch);
         run<WarpTiling<128, 128, 16, 4, 2, 4, 8, 1>>("O 128x128x16 w32x64 l4x8 t8x8, 1 block/SM", g, ref, scratch);
         run<WarpTiling<256, 128, 32, 4, 2, 8, 4, 1>>("P 256x128x32 w64x64 l8x4 t8x16", g, ref, scratch);
-        cudaFree(a);
-        cudaFree(b);
-        cudaFree(ref);
-        cudaFree(scratch);
     }
 }
