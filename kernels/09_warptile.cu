@@ -7,8 +7,12 @@
  * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
  * warp's fragment loads for one k-step are contiguous runs of shared memory and
  * every value loaded serves the squarest region the registers allow: a warp's
- * 64 x 64 tile reads 64 + 64 floats per k-step where rung 8's strip reads
- * 16 + 256, one wavefront per LDS.128 instead of up to four.
+ * 64 x 64 tile reads 64 + 64 floats per k-step where rung 8's 16 x 256 strip
+ * reads 16 + 256. On the H100 that changes nothing measurable (Nsight Compute,
+ * benchmarks/NOTES.md): both count 268M shared-load wavefronts at 4096^3 and
+ * take the same time, because the strip's A fragments are broadcasts and
+ * shared memory is not the limit there; the FMA issue rate is. The idea pays
+ * where shared-memory bandwidth is short (smaller thread tiles, more warps).
  *
  * The shape is a template configuration (WarpTiling). Two are the rung's own,
  * and the launcher picks between them by how the tiles fall on the SMs
@@ -26,8 +30,9 @@
  * agree and the matrix is aligned, register prefetch otherwise, double-buffered
  * fragments in the shapes with one block per SM, one barrier per k-step,
  * padded rows. Shared memory is dynamic.
- * Limits: m <= 65535 * BM. Each SM still runs the FMAs of its block only
- * from the instruction stream nvcc schedules: about 75% of the FP32 peak.
+ * Limits: m <= 65535 * BM. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
+ * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
+ * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
  */
 #include "common.cuh"
 

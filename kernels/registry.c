@@ -138,7 +138,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 9,
         .name = "warptile",
-        .idea = "block tile, warp tile, thread tile: a warp owns a 64 x 64 region, one wavefront per fragment load; "
+        .idea = "block tile, warp tile, thread tile: a warp owns a 64 x 64 region of its block; "
                 "128 x 256 or 128 x 128 blocks, whichever falls better on the SMs",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/09_warptile.cu",
