@@ -8,6 +8,14 @@
  * does 32 FMAs reading only shared memory. Each element fetched from global
  * memory is now used 32 times instead of once.
  *
+ * The tiles of A and B that blocks share are cached one level up, in L2, if
+ * the blocks resident at one time share them. Taken in launch order, the 264
+ * resident blocks (two per SM) cover two rows of D's tiles and read all of B:
+ * at 4096^3 L2 kept 39% of its hits (98% at 2048^3). So blocks take their tiles in
+ * groups of 16 tile rows, column by column (fsg::grouped_block_tile): 16 row
+ * panels of A and about 16 column panels of B at a time, 16 MiB. Measured
+ * +6% at 4096^3; rungs 4 to 7 keep this order (tile1d +9%).
+ *
  * Tile parameters: BM = BN = BK = 32: one element per thread per tile, and a
  * warp reading Bs[p][tx] touches 32 consecutive floats (32 banks, no conflict)
  * while As[ty][p] is one broadcast address.
@@ -28,7 +36,8 @@ __global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm g) {
     __shared__ float As[kTile][kTile];  // As[r][p] = A(row0 + r, k0 + p)
     __shared__ float Bs[kTile][kTile];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x, tx = tid % kTile, ty = tid / kTile;
-    const Index row0 = (Index)blockIdx.y * kTile, col0 = (Index)blockIdx.x * kTile;
+    const fsg::TileCoord tile = fsg::grouped_block_tile();
+    const Index row0 = (Index)tile.row * kTile, col0 = (Index)tile.col * kTile;
 
     float acc = 0.0f;
     for (Index k0 = 0; k0 < Index(g.k); k0 += kTile) {

@@ -32,7 +32,8 @@ __global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm g) {
     __shared__ float Bs[kBK][kBN];
     const int tid = threadIdx.x;
     const int thread_col = tid % kBN, thread_row = tid / kBN;  // this thread: rows thread_row*TM .. +TM-1
-    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const fsg::TileCoord tile = fsg::grouped_block_tile();
+    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
 
     float acc[kTM] = {};
     for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {

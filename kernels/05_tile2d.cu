@@ -36,7 +36,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) tile2d_sgemm_kernel
     __shared__ float Bs[kBK][kBN];
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
-    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const fsg::TileCoord tile = fsg::grouped_block_tile();
+    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];

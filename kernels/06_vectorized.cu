@@ -36,7 +36,8 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) 
     __shared__ __align__(16) float Bs[kBK][kBN];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
-    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const fsg::TileCoord tile = fsg::grouped_block_tile();
+    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];

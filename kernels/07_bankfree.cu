@@ -43,7 +43,8 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
     // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
     const int frag_row = thread_row * 4, frag_col = thread_col * 4;
-    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const fsg::TileCoord tile = fsg::grouped_block_tile();
+    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];

@@ -49,6 +49,36 @@ struct type_tag {
     using type = T;
 };
 
+/* The output tile a block computes, when blocks do not take the tiles in
+ * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
+ * of `group` tile rows, column by column inside a group (the last group may
+ * have fewer rows). The blocks resident at one time then work on the row
+ * panels of A and the column panels of B of one group, a few MiB that stay in
+ * L2, instead of each wave of blocks streaming all of B through it. */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* The block order of rungs 3 to 7: the 2-D launch grid (gridDim.x tiles
+ * across, gridDim.y down) numbered row by row, then grouped by 16 tile rows,
+ * the best of 8, 16 and 32 (benchmarks/NOTES.md: +6% smem, +9% tile1d and +3%
+ * bankfree at 4096^3, where launch order kept 39% and 75% of smem's and
+ * tile1d's L2 hits; neutral for tile2d and vectorized). Rungs 8 and 9 launch
+ * in plain order: there grouping measured neutral (their tiles reuse four
+ * times more per load), and its arithmetic spilled the 85-register shape. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
+
 /* The epilogue every rung shares: D(i, j) = alpha * acc + beta * C(i, j).
  * C is only read when beta != 0 (it is NULL otherwise), so NaN in an unused C
  * never leaks into D. The caller checks that (i, j) is inside D. */

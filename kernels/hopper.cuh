@@ -331,11 +331,9 @@ __device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t
  * their A and B tiles in L2 instead of each wave sweeping all of B. */
 template <int BM, int BN, int GROUP>
 __device__ __forceinline__ void block_tile(const fsg_gemm &g, int &tile_m, int &tile_n) {
-    const int tiles_m = (int)ceil_div(g.m, BM), tiles_n = (int)ceil_div(g.n, BN);
-    const int id = (int)blockIdx.x, per_group = GROUP * tiles_n;
-    const int first = id / per_group * GROUP, rows = min(tiles_m - first, GROUP);
-    tile_m = first + id % per_group % rows;
-    tile_n = id % per_group / rows;
+    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), GROUP);
+    tile_m = tile.row;
+    tile_n = tile.col;
 }
 
 }  // namespace hopper

@@ -71,7 +71,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 3,
         .name = "smem",
-        .idea = "32 x 32 tiles of A and B staged in shared memory, sliding along K",
+        .idea = "32 x 32 tiles of A and B staged in shared memory, sliding along K; blocks grouped so shared tiles stay in L2",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/03_smem.cu",
         .launch = fsg_smem_sgemm,
