@@ -11,9 +11,9 @@
  * The tiles of A and B that blocks share are cached one level up, in L2, if
  * the blocks resident at one time share them. Taken in launch order, the 264
  * resident blocks (two per SM) cover two rows of D's tiles and read all of B:
- * at 4096^3 L2 kept 39% of its hits (98% at 2048^3). So blocks take their tiles in
- * groups of 16 tile rows, column by column (fsg::grouped_block_tile): 16 row
- * panels of A and about 16 column panels of B at a time, 16 MiB. Measured
+ * L2's hit rate was 39% at 4096^3 (98% at 2048^3). So blocks take their tiles
+ * in groups of 16 tile rows, column by column (fsg::grouped_block_tile): 16
+ * row panels of A and about 16 column panels of B at a time, 16 MiB. Measured
  * +6% at 4096^3; rungs 4 to 7 keep this order (tile1d +9%).
  *
  * Tile parameters: BM = BN = BK = 32: one element per thread per tile, and a

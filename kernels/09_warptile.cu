@@ -62,6 +62,7 @@ struct WarpTiling {
 // The rung's two shapes (the measurements behind them: benchmarks/NOTES.md, results/raw/).
 using kWide = WarpTiling<128, 256, 16, 2, 4, 4, 8, 1>;
 using kSquare = WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>;
+static_assert(kWide::kBM == kSquare::kBM, "launch_by_waves counts both shapes' block rows once");
 
 template <typename Cfg, typename Index>
 constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers
@@ -139,7 +140,7 @@ inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess) return err;
-    const int64_t block_rows = ceil_div(g->m, 128);
+    const int64_t block_rows = ceil_div(g->m, kWide::kBM);
     const int64_t wide = block_rows * ceil_div(g->n, kWide::kBN), square = block_rows * ceil_div(g->n, kSquare::kBN);
     const double wide_cost = 2.0 * (double)ceil_div(wide, sms) / kWideSpeedup;
     if (wide_cost <= (double)ceil_div(square, sms)) return launch<kWide>(g, stream);
