@@ -10,7 +10,10 @@
  * Tile parameters: a 64 x 64 tile of D per block, BK = 8, TM = 8, so
  * 64 * 64 / 8 = 512 threads; each copies exactly one element of the 64 x 8
  * A tile and one of the 8 x 64 B tile per step. The warp's 32 threads cover
- * 32 consecutive columns of one group of 8 rows.
+ * 32 consecutive columns of one group of 8 rows. The tiles come through
+ * load_tile, not rungs 3 and 5's fsg::SlidingTile: with it ptxas took up to
+ * 76 registers in some instantiations (one 512-thread block per SM) and
+ * spilled when held to 64, for +2.5% where it did fit (benchmarks/NOTES.md).
  * Limits: m <= 65535 * 64. Still one shared load of B per FMA column, and
  * 8 accumulators is not enough work per thread to hide latency.
  * Next: rung 5 tiles in two dimensions (TM x TN per thread): outer products

@@ -183,6 +183,69 @@ __device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, 
     }
 }
 
+/* load_tile for the tiles a block reads one after another along k: the A
+ * tiles (row0 .. +ROWS, k0 .. +COLS) slide right, the B tiles (k0 .. +ROWS,
+ * col0 .. +COLS) slide down (SLIDES_DOWN). The elements each thread copies,
+ * and where they go, are load_tile's; the bookkeeping is not. A thread's
+ * elements share one place along the matrix's contiguous side and lie
+ * kAcrossStep rows (or columns) apart across it, so one pointer, moved on by a
+ * tile per load, finds them all; whether each is inside the matrix is one
+ * distance to the edge the tiles slide toward, counted down by a tile per
+ * load, and one bit per element for the other edge, which never changes. So a
+ * tile costs no index products and no full bounds checks: rungs 3 and 5
+ * measured +5% at 4096^3 (benchmarks/NOTES.md). The loads stay predicated,
+ * not branched around, so a thread's loads of both operands are in flight
+ * together before its stores to shared memory wait for them (a branch per
+ * tile between checked and unchecked loads serialised them: tile1d lost half
+ * its speed). */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool SLIDES_DOWN, typename Index>
+class SlidingTile {
+    static constexpr int kContiguous = TRANS ? ROWS : COLS;
+    static_assert((ROWS * COLS) % THREADS == 0 && THREADS % kContiguous == 0,
+                  "every thread copies the same number of elements, all at one place along the contiguous side");
+    static constexpr int kPerThread = ROWS * COLS / THREADS;
+    static_assert(kPerThread <= 32, "one bit per element in a 32-bit mask");
+    static constexpr int kAcrossStep = THREADS / kContiguous;  // between a thread's elements, across the contiguous side
+    // Sliding right moves along the contiguous side for a row-major matrix, sliding down for a column-major one.
+    static constexpr bool kSlidesAlong = TRANS == SLIDES_DOWN;
+    static constexpr int kSlide = SLIDES_DOWN ? ROWS : COLS;
+
+  public:
+    __device__ __forceinline__ SlidingTile(const float *p, Index ld, Index rows, Index cols, Index row0, Index col0,
+                                           int tid)
+        : ld_(ld) {
+        const int along = tid % kContiguous, across = tid / kContiguous;
+        const Index r = row0 + (TRANS ? along : across), c = col0 + (TRANS ? across : along);
+        next_ = p + at<TRANS>(r, c, ld);  // may lie past the matrix, not to be read then (kIndexMargin)
+        const Index along_left = TRANS ? rows - r : cols - c, across_left = TRANS ? cols - c : rows - r;
+        slide_left_ = kSlidesAlong ? along_left : across_left;
+        // Across the slide, an element is inside for every tile or for none: one bit each, decided here.
+        fixed_inside_ = 0;
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i)
+            if (kSlidesAlong ? across_left > i * kAcrossStep : along_left > 0) fixed_inside_ |= 1u << i;
+    }
+
+    template <typename Store>
+    __device__ __forceinline__ void load_next(int tid, Store &&store) {
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+            const int e = tid + i * THREADS;
+            const int along = e % kContiguous, across = e / kContiguous;
+            const bool inside = (fixed_inside_ >> i & 1u) && slide_left_ > (kSlidesAlong ? 0 : i * kAcrossStep);
+            store(TRANS ? along : across, TRANS ? across : along, inside ? next_[Index(i * kAcrossStep) * ld_] : 0.0f);
+        }
+        next_ += kSlidesAlong ? Index(kSlide) : kSlide * ld_;
+        slide_left_ -= kSlide;
+    }
+
+  private:
+    const float *next_;  // this thread's first element of the next tile
+    Index ld_;
+    Index slide_left_;       // from that element to the matrix's edge in the direction of the slide
+    unsigned fixed_inside_;  // bit i: element i is inside the matrix across the slide
+};
+
 /* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
  * tid starts at tile element (r, c) and runs four elements along the matrix's
  * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a

@@ -5,15 +5,16 @@
 // aligned inputs only, keeps the shipped math and shared layout but loads each tile through
 // per-thread pointers advanced by one tile each step, unchecked while the block's tiles lie inside
 // the matrices (checked, as shipped, otherwise). Its output must equal the shipped kernel's bit for
-// bit (same order of FMAs). Median of 15 CUDA-event timings after 3 warm-ups, cuBLAS in the run.
+// bit (same order of FMAs). Median of 15 CUDA-event timings after 3 warm-ups, cuBLAS in the run
+// (variant_timing.cuh). Measured against the tree of 5290f12 (results/raw/walk-h100.txt): +5% at
+// 4096^3 and 8192^3, bit-identical; the branch-free form of this, fsg::SlidingTile, now ships in
+// rungs 3 and 5 (sliding_tile.sh), so a run today compares against it.
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I kernels -I benchmarks/experiments \
 //        benchmarks/experiments/tile2d_walk.cu kernels/05_tile2d.cu kernels/fill_random.cu -lcublas -o /tmp/tw
 #include <cstdio>
 
-#include <cublas_v2.h>
-
 #include "common.cuh"
-#include "harness.cuh"
+#include "variant_timing.cuh"
 
 namespace {
 
@@ -81,32 +82,11 @@ __global__ void __launch_bounds__(kThreads, 2) tile2d_walk_kernel(fsg_gemm g) {
 }  // namespace
 
 int main() {
-    cublasHandle_t handle;
-    cublasCreate(&handle);
-    cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);  // true FP32, no TF32
     cudaFuncAttributes attr;
     cudaFuncGetAttributes(&attr, tile2d_walk_kernel);
     printf("walk kernel: %d registers, %zu bytes local\n", attr.numRegs, (size_t)attr.localSizeBytes);
-    const int64_t shapes[][3] = {{2048, 2048, 2048}, {4096, 4096, 4096}, {8192, 8192, 8192}, {4095, 4097, 4093}};
-    for (auto &s : shapes) {
-        RowMajorProblem problem(s[0], s[1], s[2]);
-        fsg_gemm g = problem.g;
-        const double flop = 2.0 * g.m * g.n * g.k;
-        const float one = 1.0f, zero = 0.0f;
-        const float cublas_ms = median_ms([&] {
-            cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, (int)g.n, (int)g.m, (int)g.k, &one, g.b, (int)g.ldb, g.a,
-                        (int)g.lda, &zero, problem.scratch, (int)g.ldd);
-        }, 15);
-        const float shipped_ms = median_ms([&] { fsg_tile2d_sgemm(&g, 0); }, 15);  // writes the reference
-        g.d = problem.scratch;
-        cudaMemset(problem.scratch, 0xff, sizeof(float) * g.m * g.n);  // NaN: unwritten elements show
+    time_variant("tile2d", fsg_tile2d_sgemm, [](const fsg_gemm &g) {
         const dim3 grid((unsigned)fsg::ceil_div(g.n, kBN), (unsigned)fsg::ceil_div(g.m, kBM));
-        const float walk_ms = median_ms([&] { tile2d_walk_kernel<<<grid, kThreads>>>(g); }, 15);
-        const size_t differ = count_differences(problem.scratch, problem.reference, g.m * g.n);
-        printf("%5lldx%5lldx%5lld  cuBLAS %6.2f  shipped tile2d %6.2f (%.1f%%)  walk %6.2f (%.1f%%) TFLOP/s  "
-               "differing %zu  %s\n", (long long)g.m, (long long)g.n, (long long)g.k, flop / cublas_ms / 1e9,
-               flop / shipped_ms / 1e9, 100 * cublas_ms / shipped_ms, flop / walk_ms / 1e9, 100 * cublas_ms / walk_ms,
-               differ, cudaGetErrorString(cudaGetLastError()));
-    }
-    cublasDestroy(handle);
+        tile2d_walk_kernel<<<grid, kThreads>>>(g);
+    });
 }
