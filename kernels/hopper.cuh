@@ -141,7 +141,7 @@ __device__ __forceinline__ uint32_t round_tf32(float x) {
  * keeps 40 registers) and two consumer warpgroups that own 64 rows of the
  * block tile each and do nothing but wgmma: 128 x 40 + 256 x 232 registers
  * fit the 384 x 168 the block starts with. Blocks walk the output in groups
- * of kGroupRows block rows (block_tile, below). */
+ * of kGroupRows block rows (start_block, below). */
 constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
 constexpr int kThreads = kProducerThreads + kConsumerThreads;
 constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
@@ -326,14 +326,52 @@ __device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t
                  : "memory");
 }
 
-/* The output tile (BM x BN) of this block: groups of GROUP block rows, walked
- * column by column inside a group, so that the blocks resident together share
- * their A and B tiles in L2 instead of each wave sweeping all of B. */
-template <int BM, int BN, int GROUP>
-__device__ __forceinline__ void block_tile(const fsg_gemm &g, int &tile_m, int &tile_n) {
-    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), GROUP);
-    tile_m = tile.row;
-    tile_n = tile.col;
+/* What both Hopper kernels do first, every thread of the block: carve the
+ * dynamic shared memory (STAGES stages of STAGE_FLOATS floats, then a full
+ * and an empty barrier per stage: pipeline_smem_bytes), have thread 0
+ * initialise the barriers before the block's first __syncthreads, and find
+ * the block's output tile (BM x BN). Blocks take the tiles in groups of
+ * kGroupRows block rows, column by column inside a group, so that the blocks
+ * resident together share their A and B tiles in L2 instead of each wave
+ * sweeping all of B. */
+struct BlockStart {
+    float *stages;
+    uint64_t *full, *empty;
+    int tile_m, tile_n;
+};
+template <int STAGES, int STAGE_FLOATS, int BM, int BN>
+__device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
+    BlockStart block;
+    block.stages = reinterpret_cast<float *>(smem);
+    block.full = reinterpret_cast<uint64_t *>(block.stages + STAGES * STAGE_FLOATS);
+    block.empty = block.full + STAGES;
+    if (threadIdx.x == 0) init_stage_barriers(block.full, block.empty, STAGES, kConsumerThreads);
+    __syncthreads();
+    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
+    block.tile_m = tile.row;
+    block.tile_n = tile.col;
+    return block;
+}
+
+/* The launcher both Hopper kernels share: kernel(g, packed_a, packed_b,
+ * tiles_k) as one block per BM x BN output tile, all on grid x (so at most
+ * INT32_MAX of them: past that *launched stays false), on the operands that
+ * with_packed_operands packs in PARTS parts. B is packed in whole block
+ * tiles, BN / kPackRows row tiles each: its last may be all zeros. */
+template <int PARTS, int BM, int BN, typename Kernel>
+cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g, cudaStream_t stream,
+                             bool *launched) {
+    static_assert(BM == kPackRows && BN % kPackRows == 0, "block tiles are whole packed tiles");
+    const int64_t tiles_m = ceil_div(g.m, BM), tiles_n = ceil_div(g.n, BN);
+    if (tiles_m * tiles_n > INT32_MAX) {
+        *launched = false;
+        return cudaSuccess;
+    }
+    return with_packed_operands<PARTS>(g, tiles_m, tiles_n * (BN / kPackRows), stream, launched,
+                                       [&](const float *packed_a, const float *packed_b, int tiles_k) {
+                                           launch_with_smem(kernel, dim3((unsigned)(tiles_m * tiles_n)), kThreads,
+                                                            smem_bytes, stream, g, packed_a, packed_b, tiles_k);
+                                       });
 }
 
 }  // namespace hopper

@@ -69,17 +69,10 @@ constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
  * tiles_k tiles, one per k-step, and so does each of B's. */
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32_kernel(fsg_gemm g, const float *packed_a, const float *packed_b, int tiles_k) {
-    extern __shared__ __align__(1024) float4 smem[];        // swizzle atoms must be 1024-byte aligned
-    float *const stages = reinterpret_cast<float *>(smem);  // [kStages][A, B 0, B 1][kTileFloats]
-    uint64_t *const full = reinterpret_cast<uint64_t *>(stages + kStages * kStageFloats);
-    uint64_t *const empty = full + kStages;
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
+    // stages: [kStages][A, B 0, B 1][kTileFloats]
+    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
     const int tid = threadIdx.x, warpgroup = tid / 128;
-
-    if (tid == 0) init_stage_barriers(full, empty, kStages, kConsumerThreads);
-    __syncthreads();
-
-    int tile_m, tile_n;
-    block_tile<kBM, kBN, kGroupRows>(g, tile_m, tile_n);
     if (warpgroup == 0) {
         // Producer: one thread, three bulk copies per stage; the rest of the warpgroup only gives its registers up.
         registers_down<kProducerRegisters>();
@@ -131,18 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    const int64_t tiles_m = ceil_div(g->m, kBM), tiles_n = ceil_div(g->n, kBN);
-    if (tiles_m * tiles_n > INT32_MAX) {
-        *launched = false;
-        return cudaSuccess;
-    }
-    // B is packed in whole block tiles: its last row tile may be all zeros.
-    return with_packed_operands<1>(*g, tiles_m, tiles_n * kBTiles, stream, launched,
-                                   [&](const float *packed_a, const float *packed_b, int tiles_k) {
-                                       launch_with_smem(wgmma_tf32_kernel, dim3((unsigned)(tiles_m * tiles_n)),
-                                                        kThreads, kSmemBytes, stream, *g, packed_a, packed_b,
-                                                        tiles_k);
-                                   });
+    return launch_on_packed<1, kBM, kBN>(wgmma_tf32_kernel, kSmemBytes, *g, stream, launched);
 }
 
 }  // namespace tf32

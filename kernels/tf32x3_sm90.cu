@@ -40,7 +40,7 @@
  *
  * Block tile 128 x 128 x 32, three 64 KiB stages, one block per SM; blocks
  * walk the output in groups of kGroupRows block rows (hopper.cuh's
- * block_tile) so that the blocks resident together share tiles in L2.
+ * start_block) so that the blocks resident together share tiles in L2.
  * Costs: a workspace of 2 (m + n) k floats (rounded up to whole tiles) for
  * the duration of the call. Next: a 128 x 256 tile needs fewer accumulator
  * sets than three (the main term's temporary could live in shared memory).
@@ -62,17 +62,10 @@ constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
  * tiles_k tiles (hi, then lo), one per k-step, and so does B's. */
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32x3_kernel(fsg_gemm g, const float *packed_a, const float *packed_b, int tiles_k) {
-    extern __shared__ __align__(1024) float4 smem[];        // swizzle atoms must be 1024-byte aligned
-    float *const stages = reinterpret_cast<float *>(smem);  // [kStages][A hi, A lo, B hi, B lo][kTileFloats]
-    uint64_t *const full = reinterpret_cast<uint64_t *>(stages + kStages * kStageFloats);
-    uint64_t *const empty = full + kStages;
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
+    // stages: [kStages][A hi, A lo, B hi, B lo][kTileFloats]
+    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
     const int tid = threadIdx.x, warpgroup = tid / 128;
-
-    if (tid == 0) init_stage_barriers(full, empty, kStages, kConsumerThreads);
-    __syncthreads();
-
-    int tile_m, tile_n;
-    block_tile<kBM, kBN, kGroupRows>(g, tile_m, tile_n);
 
     if (warpgroup == 0) {
         // Producer: one thread, two bulk copies per stage; the rest of the warpgroup only gives its registers up.
@@ -126,17 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    const int64_t tiles_m = ceil_div(g->m, kBM), tiles_n = ceil_div(g->n, kBN);
-    if (tiles_m * tiles_n > INT32_MAX) {
-        *launched = false;
-        return cudaSuccess;
-    }
-    return with_packed_operands<2>(*g, tiles_m, tiles_n, stream, launched,
-                                   [&](const float *packed_a, const float *packed_b, int tiles_k) {
-                                       launch_with_smem(wgmma_tf32x3_kernel, dim3((unsigned)(tiles_m * tiles_n)),
-                                                        kThreads, kSmemBytes, stream, *g, packed_a, packed_b,
-                                                        tiles_k);
-                                   });
+    return launch_on_packed<2, kBM, kBN>(wgmma_tf32x3_kernel, kSmemBytes, *g, stream, launched);
 }
 
 }  // namespace tf32x3
