@@ -34,7 +34,13 @@ def run(cupy, shapes, only=None):
     failures = 0
     kernels = [(name, k.precision) for k in fastsgemm.kernels() if k.device == "cuda"
                for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs))]
-    for name, precision in (kernel for kernel in kernels if only is None or kernel[0] in only):
+    unknown = sorted(set(only or ()) - {name for name, _ in kernels})
+    if unknown:  # a misspelt name must not pass as a clean run of nothing
+        raise SystemExit(f"unknown kernels: {', '.join(unknown)}")
+    chosen = [kernel for kernel in kernels if only is None or kernel[0] in only]
+    print(f"sanitizer workload: {len(chosen)} kernels x {len(shapes)} shapes x 2 views: "
+          + " ".join(name for name, _ in chosen))
+    for name, precision in chosen:
         for m, n, kk in shapes:
             A = rng.standard_normal((m, kk), dtype=np.float32)
             B = rng.standard_normal((kk, n), dtype=np.float32)
