@@ -49,14 +49,12 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
     for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
-        fsg::load_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(
-            g.a, g.lda, g.m, g.k, row0, k0, tid, [&](int r, int p, float4 v) {
+        fsg::load_tiles_vec4<kBM, kBN, kBK, kThreads, A_TRANS, B_TRANS, VEC, Index>(
+            g, row0, col0, k0, tid,
+            [&](int r, int p, float4 v) {
                 fsg::store4_kmajor<!A_TRANS>(&As[0][0], kBM + kPad, p, r, v);  // row-major A: transposed on the way in
-            });
-        fsg::load_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(
-            g.b, g.ldb, g.k, g.n, k0, col0, tid, [&](int p, int c, float4 v) {
-                fsg::store4_kmajor<B_TRANS>(&Bs[0][0], kBN + kPad, p, c, v);
-            });
+            },
+            [&](int p, int c, float4 v) { fsg::store4_kmajor<B_TRANS>(&Bs[0][0], kBN + kPad, p, c, v); });
         __syncthreads();
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
