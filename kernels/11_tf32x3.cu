@@ -86,15 +86,7 @@ struct SplitThree {
 }  // namespace fsg
 
 extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    bool wgmma = false;
-    cudaError_t err = fsg::tensorcore::use_wgmma(wgmma);
-    if (err != cudaSuccess) return err;
-    if (wgmma) {
-        bool launched = false;
-        err = fsg_tf32x3_sgemm_sm90(g, stream, &launched);
-        if (err != cudaSuccess || launched) return err;
-    }
-    return fsg_tf32x3_mma_sync_sgemm(g, stream);
+    return fsg::tensorcore::wgmma_else_mma_sync(g, stream, fsg_tf32x3_sgemm_sm90, fsg_tf32x3_mma_sync_sgemm);
 }
 
 /* The mma.sync path on any GPU, Hopper included: its 64 x 64 tiles give

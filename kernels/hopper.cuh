@@ -353,6 +353,21 @@ __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &
     return block;
 }
 
+/* The producer's side of the stage ring, for one thread: for each of
+ * tiles_k tiles, wait until its stage's previous tile has been read (empty),
+ * announce the stage's bytes (full) and have copy(t, stage, bar) issue the
+ * bulk copies that fill the stage, completing on bar. */
+template <int STAGES, int STAGE_FLOATS, typename Copy>
+__device__ __forceinline__ void produce_stages(float *stages, uint64_t *full, uint64_t *empty, int tiles_k,
+                                               Copy &&copy) {
+    for (int t = 0; t < tiles_k; ++t) {
+        const int s = t % STAGES;
+        if (t >= STAGES) mbarrier_wait(&empty[s], (t / STAGES - 1) & 1);  // tile t - STAGES is read
+        mbarrier_arrive_expect(&full[s], STAGE_FLOATS * sizeof(float));
+        copy(t, stages + s * STAGE_FLOATS, &full[s]);
+    }
+}
+
 /* The launcher both Hopper kernels share: kernel(g, packed_a, packed_b,
  * tiles_k) as one block per BM x BN output tile, all on grid x (so at most
  * INT32_MAX of them: past that *launched stays false), on the operands that

@@ -36,17 +36,26 @@ extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t str
 namespace fsg {
 namespace tensorcore {
 
-/* Whether to take the wgmma path: on compute capability 9.0 only, the one its
- * code is built for (sm_90a). The mma.sync path stays reachable there as the
- * configurations kernel="tf32:mma.sync" and "tf32x3:mma.sync", which the tests run too. */
-inline cudaError_t use_wgmma(bool &wgmma) {
+/* The launcher of rungs 10 and 11: the wgmma path (sm90, kernels/tf32_sm90.cu
+ * and tf32x3_sm90.cu) on compute capability 9.0, the one its code is built
+ * for (sm_90a), unless it declines the call (it leaves *launched false when
+ * its workspace or grid cannot be had); the mma.sync path otherwise. The
+ * mma.sync path stays reachable on Hopper as the configurations
+ * kernel="tf32:mma.sync" and "tf32x3:mma.sync", which the tests run too. */
+inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, cudaStream_t stream,
+                                       cudaError_t (*sm90)(const fsg_gemm *, cudaStream_t, bool *),
+                                       cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
     int device, major, minor;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
     if (err != cudaSuccess) return err;
-    wgmma = major == 9 && minor == 0;
-    return cudaSuccess;
+    if (major == 9 && minor == 0) {
+        bool launched = false;
+        err = sm90(g, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
+    return mma_sync(g, stream);
 }
 
 /* x rounded to TF32 (10 explicit mantissa bits, FP32's exponent), to nearest

@@ -79,17 +79,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (tid == 0) {
             const float *a = packed_a + (int64_t)tile_m * tiles_k * kTileFloats;
             const float *b = packed_b + (int64_t)tile_n * kBTiles * tiles_k * kTileFloats;
-            for (int t = 0; t < tiles_k; ++t) {
-                const int s = t % kStages;
-                if (t >= kStages) mbarrier_wait(&empty[s], (t / kStages - 1) & 1);  // tile t - kStages is read
-                float *stage = stages + s * kStageFloats;
-                mbarrier_arrive_expect(&full[s], kStageFloats * sizeof(float));
-                bulk_load(stage, a + (int64_t)t * kTileFloats, kTileBytes, &full[s]);
+            auto copy = [&](int t, float *stage, uint64_t *bar) {
+                bulk_load(stage, a + (int64_t)t * kTileFloats, kTileBytes, bar);
 #pragma unroll
                 for (int j = 0; j < kBTiles; ++j)
                     bulk_load(stage + (1 + j) * kTileFloats, b + ((int64_t)j * tiles_k + t) * kTileFloats, kTileBytes,
-                              &full[s]);
-            }
+                              bar);
+            };
+            produce_stages<kStages, kStageFloats>(stages, full, empty, tiles_k, copy);
         }
     } else {
         // Consumers: 64 rows of the block tile each, nothing but wgmma.

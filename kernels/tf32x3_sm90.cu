@@ -73,14 +73,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (tid == 0) {
             const float *a = packed_a + (int64_t)tile_m * tiles_k * 2 * kTileFloats;
             const float *b = packed_b + (int64_t)tile_n * tiles_k * 2 * kTileFloats;
-            for (int t = 0; t < tiles_k; ++t) {
-                const int s = t % kStages;
-                if (t >= kStages) mbarrier_wait(&empty[s], (t / kStages - 1) & 1);  // tile t - kStages is read
-                float *stage = stages + s * kStageFloats;
-                mbarrier_arrive_expect(&full[s], kStageFloats * sizeof(float));
-                bulk_load(stage, a + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, &full[s]);
-                bulk_load(stage + 2 * kTileFloats, b + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, &full[s]);
-            }
+            auto copy = [&](int t, float *stage, uint64_t *bar) {
+                bulk_load(stage, a + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
+                bulk_load(stage + 2 * kTileFloats, b + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
+            };
+            produce_stages<kStages, kStageFloats>(stages, full, empty, tiles_k, copy);
         }
     } else {
         // Consumers: a 64 x 128 slice of the block tile each, nothing but wgmma and the main term's FADDs.
