@@ -30,7 +30,7 @@ enum { kMaxTemps = 16 };
 /* Split-K: slices of 512 keep each sequential sum short (error like sqrt(512)
  * rather than sqrt(K)); K up to 4096 is never split, so the ladder's benchmark
  * shapes run unsplit; the workspace (slices x m x n floats) stays under 64 MiB. */
-enum { kSplitFromK = 4097, kSplitSlice = 512, kMaxSlices = 128 };
+enum { kSplitFromK = 4097, kSplitSlice = 512, kMaxSlices = 128, kSliceMultiple = 32 };
 static const int64_t kSplitWorkspaceBytes = (int64_t)64 << 20;
 
 static int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
@@ -255,28 +255,26 @@ static int64_t k_slices(const fsg_rung *rung, int64_t m, int64_t n, int64_t k) {
     return slices >= 2 ? slices : 1;
 }
 
-/* D = alpha * A B + beta * C as the sum, in order, of `slices` K-slices, each
- * computed by the rung into a workspace on `work`'s side. */
+/* D = alpha * A B + beta * C as the sum, in order, of at most `slices`
+ * K-slices, all computed by one launch of the rung (ladder.h's k_slice) into a
+ * workspace on `work`'s side, then summed. */
 static cudaError_t launch_split_k(scratch *s, fsg_launcher launch, fsg_side work, const fsg_gemm *g, int64_t slices,
                                   cudaStream_t stream) {
     const int64_t m = g->m, n = g->n, per = (g->k + slices - 1) / slices;
-    const int64_t step = (per + 3) / 4 * 4;  // slice starts stay 16-byte aligned for the vector rungs
+    // Whole k-tiles of the Hopper paths (32), which also keeps slice starts 16-byte aligned for the vector rungs.
+    const int64_t step = (per + kSliceMultiple - 1) / kSliceMultiple * kSliceMultiple;
+    const int64_t used = (g->k + step - 1) / step;  // <= slices, since step >= per
     float *w;
-    cudaError_t err = scratch_alloc(s, work, slices * m * n, &w);
+    cudaError_t err = scratch_alloc(s, work, used * m * n, &w);
     if (err != cudaSuccess) return err;
-    int64_t used = 0;
-    for (int64_t k0 = 0; k0 < g->k; k0 += step, ++used) {
-        fsg_gemm part = *g;
-        part.k = g->k - k0 < step ? g->k - k0 : step;
-        part.a = g->a + (g->a_trans ? k0 * g->lda : k0);
-        part.b = g->b + (g->b_trans ? k0 : k0 * g->ldb);
-        part.alpha = 1.0f;
-        part.beta = 0.0f;
-        part.c = NULL;
-        part.d = w + used * m * n;
-        part.ldd = n;
-        if ((err = launch(&part, stream))) return err;
-    }
+    fsg_gemm parts = *g;
+    parts.k_slice = step;
+    parts.alpha = 1.0f;
+    parts.beta = 0.0f;
+    parts.c = NULL;
+    parts.d = w;  // slice t at w + t * m * n
+    parts.ldd = n;
+    if ((err = launch(&parts, stream))) return err;
     if (work == FSG_DEVICE)
         return fsg_sum_k_slices_cuda(g->d, g->ldd, g->c, g->ldc, g->alpha, g->beta, w, (int)used, m, n, stream);
     for (int64_t i = 0; i < m; ++i)

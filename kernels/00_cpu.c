@@ -32,8 +32,8 @@ static inline float element_b(const fsg_gemm *g, int64_t p, int64_t j) {
 
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
-cudaError_t fsg_cpu_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    (void)stream;  // runs synchronously on the host
+/* The whole K of g in one pass (g->k_slice is not looked at). */
+static cudaError_t one_pass(const fsg_gemm *g) {
     float *acc = malloc(sizeof(float) * (size_t)g->m * kBlockN);
     float *b_panel = malloc(sizeof(float) * kBlockK * kBlockN);
     float *a_panel = malloc(sizeof(float) * kBlockM * kBlockK);
@@ -82,4 +82,23 @@ exit:
     free(b_panel);
     free(a_panel);
     return status;
+}
+
+/* Split-K (ladder.h's k_slice): the slices one after another, each a pass of
+ * its own over its K range into its own D. */
+cudaError_t fsg_cpu_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    (void)stream;  // runs synchronously on the host
+    if (g->k_slice <= 0) return one_pass(g);
+    const int64_t slices = g->k > g->k_slice ? (g->k + g->k_slice - 1) / g->k_slice : 1;
+    for (int64_t z = 0; z < slices; ++z) {
+        const int64_t k0 = z * g->k_slice;
+        fsg_gemm slice = *g;
+        slice.k = min64(g->k_slice, g->k - k0);
+        slice.a = g->a + (g->a_trans ? k0 * g->lda : k0);
+        slice.b = g->b + (g->b_trans ? k0 : k0 * g->ldb);
+        slice.d = g->d + z * g->m * g->ldd;
+        const cudaError_t status = one_pass(&slice);
+        if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
 }

@@ -23,7 +23,8 @@ namespace {
 constexpr int kBlockSide = 32;
 
 template <typename Index, bool A_TRANS, bool B_TRANS>
-__global__ void naive_sgemm_kernel(fsg_gemm g) {
+__global__ void naive_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     const Index row = (Index)blockIdx.x * blockDim.x + threadIdx.x;
     const Index col = (Index)blockIdx.y * blockDim.y + threadIdx.y;
     if (row >= Index(g.m) || col >= Index(g.n)) return;  // the last block may overhang the matrix
@@ -38,7 +39,8 @@ __global__ void naive_sgemm_kernel(fsg_gemm g) {
 
 extern "C" cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
-    const dim3 grid((unsigned)fsg::ceil_div(g->m, kBlockSide), (unsigned)fsg::ceil_div(g->n, kBlockSide));
+    const dim3 grid((unsigned)fsg::ceil_div(g->m, kBlockSide), (unsigned)fsg::ceil_div(g->n, kBlockSide),
+                    fsg::slice_count(*g));
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         naive_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
     });

@@ -22,7 +22,8 @@ namespace {
 constexpr int kBlockSide = 32;
 
 template <typename Index, bool A_TRANS, bool B_TRANS>
-__global__ void coalesced_sgemm_kernel(fsg_gemm g) {
+__global__ void coalesced_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns
     const Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y;
     if (row >= Index(g.m) || col >= Index(g.n)) return;
@@ -41,7 +42,8 @@ __global__ void coalesced_sgemm_kernel(fsg_gemm g) {
 
 extern "C" cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBlockSide), (unsigned)fsg::ceil_div(g->m, kBlockSide));
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBlockSide), (unsigned)fsg::ceil_div(g->m, kBlockSide),
+                    fsg::slice_count(*g));
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         coalesced_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, block, 0, stream>>>(*g);
     });

@@ -36,7 +36,8 @@ constexpr int kTile = 32;
 constexpr int kThreads = kTile * kTile;
 
 template <typename Index, bool A_TRANS, bool B_TRANS>
-__global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     __shared__ float As[kTile][kTile];  // As[r][p] = A(row0 + r, k0 + p)
     __shared__ float Bs[kTile][kTile];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x, tx = tid % kTile, ty = tid / kTile;
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm g) {
 }  // namespace
 
 extern "C" cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kTile), (unsigned)fsg::ceil_div(g->m, kTile));
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kTile), (unsigned)fsg::ceil_div(g->m, kTile), fsg::slice_count(*g));
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         smem_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
     });

@@ -34,7 +34,8 @@ static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the
 constexpr int kMinBlocksPerSM = 2;
 
 template <typename Index, bool A_TRANS, bool B_TRANS>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) tile2d_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) tile2d_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     __shared__ float As[kBM][kBK];
     __shared__ float Bs[kBK][kBN];
     const int tid = threadIdx.x;
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM) tile2d_sgemm_kernel
 }  // namespace
 
 extern "C" cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         tile2d_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
     });

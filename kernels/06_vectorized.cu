@@ -36,7 +36,8 @@ static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the
 static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     __shared__ __align__(16) float As[kBK][kBM];  // transposed: As[p][r] = A(row0 + r, k0 + p)
     __shared__ __align__(16) float Bs[kBK][kBN];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
@@ -80,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm g) 
 }  // namespace
 
 extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;

@@ -36,7 +36,8 @@ static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half
 static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     __shared__ __align__(16) float As[kBK][kBM + kPad];  // transposed: As[p][r] = A(row0 + r, k0 + p)
     __shared__ __align__(16) float Bs[kBK][kBN + kPad];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm g) {
 }  // namespace
 
 extern "C" cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;

@@ -63,7 +63,8 @@ template <typename Index>
 constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) doublebuffer_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(kThreads, 1) doublebuffer_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
     auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
     auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, 1) doublebuffer_sgemm_kernel(fsg_gem
 }  // namespace
 
 extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM));
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;

@@ -73,7 +73,8 @@ template <typename Cfg, typename Index>
 constexpr int kFragmentBuffersFor = sizeof(Index) == 4 && Cfg::kMinBlocks == 1 ? 2 : 1;
 
 template <typename Cfg, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) warptile_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) warptile_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kPad = Cfg::kPad, kThreads = Cfg::kThreads;
     constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kQM = Cfg::kQM, kQN = Cfg::kQN;
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) wa
  * the dynamic shared-memory opt-in past 48 KiB. */
 template <typename Cfg>
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM));
+    const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM), slice_count(*g));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
@@ -140,7 +141,7 @@ inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess) return err;
-    const int64_t block_rows = ceil_div(g->m, kWide::kBM);
+    const int64_t block_rows = ceil_div(g->m, kWide::kBM) * slice_count(*g);  // split-K: each slice's tiles
     const int64_t wide = block_rows * ceil_div(g->n, kWide::kBN), square = block_rows * ceil_div(g->n, kSquare::kBN);
     const double wide_cost = 2.0 * (double)ceil_div(wide, sms) / kWideSpeedup;
     if (wide_cost <= (double)ceil_div(square, sms)) return launch<kWide>(g, stream);

@@ -32,15 +32,39 @@ __device__ __forceinline__ Index at(Index r, Index c, Index ld) {
  * overhang past a matrix's edge, whose offsets are formed but never used. */
 constexpr int64_t kIndexMargin = 1024;
 
+/* Split-K (ladder.h's k_slice): a block indexes only inside its slice, whose
+ * operands and D start at pointers this_slice (below) moves on in 64 bits, so
+ * what must fit is the offsets of one slice: K is the longest slice's. */
 inline bool offsets_fit_int32(const fsg_gemm &g) {
     const int64_t limit = INT32_MAX;
+    const int64_t k = g.k_slice > 0 && g.k_slice < g.k ? g.k_slice : g.k;
     auto fits = [&](int64_t rows, int64_t cols, int64_t ld) {  // a rows x cols matrix's offsets
         return rows + kIndexMargin < limit && cols + kIndexMargin < limit &&
                (rows + kIndexMargin) * ld + cols + kIndexMargin < limit;
     };
-    const bool a = g.a_trans ? fits(g.k, g.m, g.lda) : fits(g.m, g.k, g.lda);
-    const bool b = g.b_trans ? fits(g.n, g.k, g.ldb) : fits(g.k, g.n, g.ldb);
+    const bool a = g.a_trans ? fits(k, g.m, g.lda) : fits(g.m, k, g.lda);
+    const bool b = g.b_trans ? fits(g.n, k, g.ldb) : fits(k, g.n, g.ldb);
     return a && b && fits(g.m, g.n, g.ldd) && (g.c == nullptr || fits(g.m, g.n, g.ldc));
+}
+
+/* Split-K in one launch (ladder.h's k_slice): the launcher puts the slices on
+ * grid z, and each kernel starts with
+ *     const fsg_gemm g = fsg::this_slice(problem);
+ * the problem of its block's slice: A and B moved on to the slice's first k,
+ * k cut to the slice's length, D moved on to the slice's own m x ldd. With
+ * k_slice == 0 there is one slice, blockIdx.z is 0 and g is the problem. */
+inline unsigned slice_count(const fsg_gemm &g) {
+    return g.k_slice > 0 && g.k > g.k_slice ? (unsigned)ceil_div(g.k, g.k_slice) : 1u;
+}
+
+__device__ __forceinline__ fsg_gemm this_slice(const fsg_gemm &problem) {
+    fsg_gemm g = problem;
+    const int64_t z = blockIdx.z, k0 = z * problem.k_slice;  // pointer arithmetic in 64 bits, before any Index
+    g.a += problem.a_trans ? k0 * problem.lda : k0;           // column-major A: k runs down the leading dimension
+    g.b += problem.b_trans ? k0 : k0 * problem.ldb;           // row-major B: likewise
+    g.k = problem.k_slice > 0 && problem.k - k0 > problem.k_slice ? problem.k_slice : problem.k - k0;
+    g.d += z * problem.m * problem.ldd;
+    return g;
 }
 
 /* A type carried as a value, so a generic lambda can receive it. */

@@ -103,6 +103,7 @@ void fsg_cublas_release_thread_handle(void) {
 }
 
 static cudaError_t cublas_gemm(const fsg_gemm *g, cublasComputeType_t compute, cudaStream_t stream) {
+    if (g->k_slice != 0) return cudaErrorInvalidValue;  // cuBLAS splits K (or not) by itself: never given slices
     cublasHandle_t handle;
     cudaError_t err = get_handle(&handle);
     if (err != cudaSuccess) return err;

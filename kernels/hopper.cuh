@@ -353,6 +353,18 @@ __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &
     return block;
 }
 
+/* Split-K (ladder.h's k_slice, grid z): the packed k-tiles the block's slice
+ * consumes, out of the tiles_k that pack the whole K for each row tile. The
+ * launcher takes only a k_slice of whole tiles, so every slice starts on one. */
+struct SliceTiles {
+    int first, count;
+};
+__device__ __forceinline__ SliceTiles slice_tiles(const fsg_gemm &problem, int tiles_k) {
+    if (problem.k_slice == 0) return {0, tiles_k};
+    const int64_t per = problem.k_slice / kBK, first = blockIdx.z * per;
+    return {(int)first, (int)(per < tiles_k - first ? per : tiles_k - first)};
+}
+
 /* The producer's side of the stage ring, for one thread: for each of
  * tiles_k tiles, wait until its stage's previous tile has been read (empty),
  * announce the stage's bytes (full) and have copy(t, stage, bar) issue the
@@ -370,22 +382,25 @@ __device__ __forceinline__ void produce_stages(float *stages, uint64_t *full, ui
 
 /* The launcher both Hopper kernels share: kernel(g, packed_a, packed_b,
  * tiles_k) as one block per BM x BN output tile, all on grid x (so at most
- * INT32_MAX of them: past that *launched stays false), on the operands that
- * with_packed_operands packs in PARTS parts. B is packed in whole block
- * tiles, BN / kPackRows row tiles each: its last may be all zeros. */
+ * INT32_MAX of them: past that *launched stays false), and per split-K slice
+ * on grid z (slice_tiles; a k_slice that is not whole k-tiles is declined
+ * too), on the operands that with_packed_operands packs in PARTS parts, over
+ * the whole K. B is packed in whole block tiles, BN / kPackRows row tiles
+ * each: its last may be all zeros. */
 template <int PARTS, int BM, int BN, typename Kernel>
 cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g, cudaStream_t stream,
                              bool *launched) {
     static_assert(BM == kPackRows && BN % kPackRows == 0, "block tiles are whole packed tiles");
     const int64_t tiles_m = ceil_div(g.m, BM), tiles_n = ceil_div(g.n, BN);
-    if (tiles_m * tiles_n > INT32_MAX) {
+    if (tiles_m * tiles_n > INT32_MAX || g.k_slice % kBK != 0) {
         *launched = false;
         return cudaSuccess;
     }
     return with_packed_operands<PARTS>(g, tiles_m, tiles_n * (BN / kPackRows), stream, launched,
                                        [&](const float *packed_a, const float *packed_b, int tiles_k) {
-                                           launch_with_smem(kernel, dim3((unsigned)(tiles_m * tiles_n)), kThreads,
-                                                            smem_bytes, stream, g, packed_a, packed_b, tiles_k);
+                                           const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(g));
+                                           launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, g, packed_a,
+                                                            packed_b, tiles_k);
                                        });
 }
 

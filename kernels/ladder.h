@@ -48,6 +48,17 @@ typedef struct fsg_gemm {
     int64_t ldc;
     float *d;
     int64_t ldd;
+    /* Split-K (csrc/operands.c). 0, the normal case: the whole K in one pass.
+     * k_slice > 0: one launch runs ceil(k / k_slice) slices (one if k == 0;
+     * grid z on the GPU); slice z computes the product over K range
+     * [z * k_slice, min(k, (z + 1) * k_slice)) as above, times alpha plus
+     * beta * C, into D + z * m * ldd (so d holds that many m x ldd slices).
+     * Each slice sums its range in order in one accumulator, as an unsplit
+     * call on that range would. The caller keeps k_slice a multiple of 32
+     * (the Hopper paths' k-tiles; otherwise they decline) and the slices
+     * <= 65535. The cuBLAS launchers take only 0. Last in the struct, so
+     * every initialiser that leaves it out leaves it 0. */
+    int64_t k_slice;
 } fsg_gemm;
 
 /* Every rung has one launcher of this shape. It enqueues the work on `stream`

@@ -122,13 +122,27 @@ struct MmaTiling {
     }
 };
 
+/* g with its A and B pointers hidden from the optimizer, though still known
+ * to point to global memory. Seeing this_slice's advance (k0 * ld for a
+ * column-major A or a row-major B), nvcc folds it into the kernel's own
+ * address arithmetic and needs more registers for it: the 64-bit-index
+ * instantiations below, at 246-249 of their 255, spilled. Hidden, they take
+ * what they took before split-K was added (within 2). */
+__device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
+    asm("" : "+l"(g.a), "+l"(g.b));
+    __builtin_assume(__isGlobal(g.a));
+    __builtin_assume(__isGlobal(g.b));
+    return g;
+}
+
 /* The kernel both tensor-core rungs run. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
  *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)
  */
 template <typename Cfg, typename Math, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) mma_sgemm_kernel(fsg_gemm g) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) mma_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = opaque_operands(this_slice(problem));  // split-K: this block's K-slice (common.cuh)
     constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kStages = Cfg::kStages, kThreads = Cfg::kThreads;
     constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
     using TileA = SmemTile<kBM, kBK, A_TRANS, false>;
@@ -211,7 +225,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) mma_sgemm_kern
  * dynamic shared-memory opt-in past 48 KiB. */
 template <typename Cfg, typename Math>
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM));
+    const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM), slice_count(*g));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;

@@ -66,9 +66,12 @@ constexpr int kStages = 4;
 constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
- * tiles_k tiles, one per k-step, and so does each of B's. */
+ * tiles_k tiles, one per k-step, and so does each of B's; the block's split-K
+ * slice takes its own run of them (slice_tiles) and its own D. */
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_tf32_kernel(fsg_gemm g, const float *packed_a, const float *packed_b, int tiles_k) {
+    wgmma_tf32_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const SliceTiles slice = slice_tiles(problem, tiles_k);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
     // stages: [kStages][A, B 0, B 1][kTileFloats]
     const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
@@ -77,8 +80,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         // Producer: one thread, three bulk copies per stage; the rest of the warpgroup only gives its registers up.
         registers_down<kProducerRegisters>();
         if (tid == 0) {
-            const float *a = packed_a + (int64_t)tile_m * tiles_k * kTileFloats;
-            const float *b = packed_b + (int64_t)tile_n * kBTiles * tiles_k * kTileFloats;
+            const float *a = packed_a + ((int64_t)tile_m * tiles_k + slice.first) * kTileFloats;
+            const float *b = packed_b + ((int64_t)tile_n * kBTiles * tiles_k + slice.first) * kTileFloats;
             auto copy = [&](int t, float *stage, uint64_t *bar) {
                 bulk_load(stage, a + (int64_t)t * kTileFloats, kTileBytes, bar);
 #pragma unroll
@@ -86,14 +89,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                     bulk_load(stage + (1 + j) * kTileFloats, b + ((int64_t)j * tiles_k + t) * kTileFloats, kTileBytes,
                               bar);
             };
-            produce_stages<kStages, kStageFloats>(stages, full, empty, tiles_k, copy);
+            produce_stages<kStages, kStageFloats>(stages, full, empty, slice.count, copy);
         }
     } else {
         // Consumers: 64 rows of the block tile each, nothing but wgmma.
         registers_up<kConsumerRegisters>();
         const int consumer = warpgroup - 1;
         float acc[kBTiles][64] = {};
-        for (int t = 0; t < tiles_k; ++t) {
+        for (int t = 0; t < slice.count; ++t) {
             const int s = t % kStages;
             mbarrier_wait(&full[s], (t / kStages) & 1);
             const float *a = stages + s * kStageFloats + consumer * kWgRows * kBK;

@@ -59,9 +59,12 @@ constexpr int kStages = 3;
 constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
- * tiles_k tiles (hi, then lo), one per k-step, and so does B's. */
+ * tiles_k tiles (hi, then lo), one per k-step, and so does B's; the block's
+ * split-K slice takes its own run of them (slice_tiles) and its own D. */
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_tf32x3_kernel(fsg_gemm g, const float *packed_a, const float *packed_b, int tiles_k) {
+    wgmma_tf32x3_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const SliceTiles slice = slice_tiles(problem, tiles_k);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
     // stages: [kStages][A hi, A lo, B hi, B lo][kTileFloats]
     const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
@@ -71,13 +74,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         // Producer: one thread, two bulk copies per stage; the rest of the warpgroup only gives its registers up.
         registers_down<kProducerRegisters>();
         if (tid == 0) {
-            const float *a = packed_a + (int64_t)tile_m * tiles_k * 2 * kTileFloats;
-            const float *b = packed_b + (int64_t)tile_n * tiles_k * 2 * kTileFloats;
+            const float *a = packed_a + ((int64_t)tile_m * tiles_k + slice.first) * 2 * kTileFloats;
+            const float *b = packed_b + ((int64_t)tile_n * tiles_k + slice.first) * 2 * kTileFloats;
             auto copy = [&](int t, float *stage, uint64_t *bar) {
                 bulk_load(stage, a + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
                 bulk_load(stage + 2 * kTileFloats, b + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
             };
-            produce_stages<kStages, kStageFloats>(stages, full, empty, tiles_k, copy);
+            produce_stages<kStages, kStageFloats>(stages, full, empty, slice.count, copy);
         }
     } else {
         // Consumers: a 64 x 128 slice of the block tile each, nothing but wgmma and the main term's FADDs.
@@ -86,7 +89,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float corr[64] = {};  // the corrections, summed by the tensor core
         float main[64] = {};  // the main term's running sum (FADD)
         float part[64];       // this tile's main term, out of the tensor core
-        for (int t = 0; t < tiles_k; ++t) {
+        for (int t = 0; t < slice.count; ++t) {
             const int s = t % kStages;
             mbarrier_wait(&full[s], (t / kStages) & 1);
             const float *stage = stages + s * kStageFloats;

@@ -1,0 +1,177 @@
+"""Split-K in one launch, on the GPU.
+
+Past K = 4096 the ladder's rungs split K into slices (csrc/operands.c's
+k_slices and launch_split_k): one launch of the rung computes every slice
+(grid z, ladder.h's k_slice) into a workspace, and a second kernel sums the
+slices in order with alpha, beta and C. These tests run every CUDA rung and
+configuration of the registry (cuBLAS too, which never splits) on long-K
+products, on device arrays (fastsgemm.DeviceArray, so neither CuPy nor torch
+is needed), with outputs poisoned with NaN first, against float64 numpy:
+  - row-major operands, up to 128 slices (128 x 128 x 65536);
+  - row- and column-major operands, 16-byte aligned and not, through
+    sgemm_raw's transpose flags and leading dimensions;
+  - beta != 0 with C, in place (out=C), and a column-major output from host
+    arrays (the transposed problem);
+  - bit for bit: the split product equals the float32 sum, in order, of the
+    rung's unsplit products over each slice's K range, as the per-slice
+    launches computed it before: one launch changes nothing in the numbers.
+"""
+import numpy as np
+import pytest
+
+import fastsgemm
+from conftest import assert_close, random_matrix, reference, rung_params, tolerance
+
+pytestmark = pytest.mark.gpu
+
+CUDA_KERNELS = rung_params("cuda")
+SPLITTING_KERNELS = [p for p in CUDA_KERNELS if not p.values[0].startswith("cublas")]  # cuBLAS splits by itself
+
+# csrc/operands.c: split from K = 4097 into slices of about 512 (at most 128, workspace under 64 MiB), each
+# a whole number of 32-deep k-tiles.
+SPLIT_FROM_K, SPLIT_SLICE, MAX_SLICES, SLICE_MULTIPLE, WORKSPACE_BYTES = 4097, 512, 128, 32, 64 << 20
+
+
+def slice_step(m, n, k):
+    """The K-slice length operands.c chooses for an m x n x k product of a ladder rung (k: no split)."""
+    if k < SPLIT_FROM_K:
+        return k
+    slices = min(-(-k // SPLIT_SLICE), WORKSPACE_BYTES // (m * n * 4), MAX_SLICES)
+    if slices < 2:
+        return k
+    per = -(-k // slices)
+    return -(-per // SLICE_MULTIPLE) * SLICE_MULTIPLE
+
+
+def poisoned(m, n):
+    return fastsgemm.to_device(np.full((m, n), np.nan, np.float32))
+
+
+class Problem:
+    """Host operands, their device copies and the float64 reference, made once per shape."""
+
+    def __init__(self, m, n, k):
+        rng = np.random.default_rng([m, n, k])
+        self.A, self.B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+        self.a, self.b = fastsgemm.to_device(self.A), fastsgemm.to_device(self.B)
+        self.ref = reference(self.A, self.B)
+
+
+@pytest.fixture(scope="module")
+def problems():
+    made = {}
+
+    def get(m, n, k):
+        if (m, n, k) not in made:
+            made[m, n, k] = Problem(m, n, k)
+        return made[m, n, k]
+
+    return get
+
+
+SHAPES = [(67, 45, 5000), (256, 256, 16384), (128, 128, 65536)]
+
+
+@pytest.mark.parametrize("kernel", CUDA_KERNELS)
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+def test_long_k_on_device_arrays(kernel, m, n, k, problems):
+    assert slice_step(m, n, k) < k, "the shape must be split"
+    p = problems(m, n, k)
+    out = poisoned(m, n)
+    result = fastsgemm.sgemm(p.a, p.b, out=out, kernel=kernel)
+    assert result is out
+    assert_close(out.numpy(), p.ref, tol=tolerance(kernel), what=f"{kernel} {m}x{n}x{k}")
+
+
+def stored(X, transposed, aligned):
+    """X (rows x cols) on the device as sgemm_raw reads it: (device base, element offset, leading dimension).
+    Transposed: X^T stored row-major. Aligned: offset 0 and a leading dimension a multiple of 4 (16-byte rows);
+    otherwise an odd offset and leading dimension, inside NaN padding."""
+    S = X.T if transposed else X
+    rows, cols = S.shape
+    ld, offset = ((cols + 3) // 4 * 4, 0) if aligned else (cols + 3, 1)
+    base = np.full((rows + 1, ld), np.nan, np.float32)
+    base.reshape(-1)[offset : offset + rows * ld].reshape(rows, ld)[:, :cols] = S
+    return fastsgemm.to_device(base), offset, ld
+
+
+def raw_product(kernel, m, n, k, a, b, trans_a, trans_b, a_k0=0, b_k0=0):
+    """D = A[:, k0:k0+k] B[k0:k0+k, :] by sgemm_raw into a NaN-poisoned row-major m x n, as a host array. a and b
+    are stored() triples; a_k0 and b_k0 move the operands on to column (row) k0 of A (B)."""
+    (a_dev, a_off, lda), (b_dev, b_off, ldb) = a, b
+    a_off += a_k0 * lda if trans_a else a_k0
+    b_off += b_k0 if trans_b else b_k0 * ldb
+    out = poisoned(m, n)
+    fastsgemm.sgemm_raw(m, n, k, 1.0, a_dev.ptr + 4 * a_off, lda, b_dev.ptr + 4 * b_off, ldb, 0.0, out.ptr, n,
+                        kernel=kernel, trans_a=trans_a, trans_b=trans_b)
+    return out.numpy()
+
+
+# (trans_a, trans_b, aligned): both column-major (the vector and cp.async paths, then the scalar ones), both
+# row-major but unaligned, and one of each.
+OPERAND_LAYOUTS = [(True, True, True), (True, True, False), (False, False, False), (True, False, True)]
+
+
+@pytest.mark.parametrize("kernel", CUDA_KERNELS)
+@pytest.mark.parametrize("trans_a,trans_b,aligned", OPERAND_LAYOUTS,
+                         ids=[f"{'col' if ta else 'row'}_{'col' if tb else 'row'}_{'aligned' if al else 'unaligned'}"
+                              for ta, tb, al in OPERAND_LAYOUTS])
+def test_operand_layouts(kernel, trans_a, trans_b, aligned, problems):
+    """A slice starts k0 into a row-major A's rows and k0 * lda into a column-major A; B the other way round."""
+    m, n, k = 100, 70, 6000
+    p = problems(m, n, k)
+    a, b = stored(p.A, trans_a, aligned), stored(p.B, trans_b, aligned)
+    result = raw_product(kernel, m, n, k, a, b, trans_a, trans_b)
+    assert_close(result, p.ref, tol=tolerance(kernel),
+                 what=f"{kernel} {m}x{n}x{k} trans_a={trans_a} trans_b={trans_b} aligned={aligned}")
+
+
+@pytest.mark.parametrize("kernel", CUDA_KERNELS)
+@pytest.mark.parametrize("where", ["device", "in_place", "host_col_major_out"])
+def test_beta_and_c(kernel, where, problems):
+    """alpha and beta * C are applied once, after the slices are summed; also into out=C (BLAS's in-place
+    update) and into a column-major output (computed as the row-major D^T = B^T A^T)."""
+    m, n, k = 90, 130, 9000
+    p = problems(m, n, k)
+    C = random_matrix(np.random.default_rng(9000), m, n)
+    alpha, beta = 0.5, -1.5
+    expected = reference(p.A, p.B, C, alpha, beta)
+    if where == "host_col_major_out":
+        out = np.asfortranarray(np.full((m, n), np.nan, np.float32))
+        fastsgemm.sgemm(p.A, p.B, C, alpha=alpha, beta=beta, out=out, kernel=kernel)
+        result = out
+    elif where == "in_place":
+        c = fastsgemm.to_device(C)
+        fastsgemm.sgemm(p.a, p.b, c, alpha=alpha, beta=beta, out=c, kernel=kernel)
+        result = c.numpy()
+    else:
+        out = poisoned(m, n)
+        fastsgemm.sgemm(p.a, p.b, fastsgemm.to_device(C), alpha=alpha, beta=beta, out=out, kernel=kernel)
+        result = out.numpy()
+    assert_close(result, expected, tol=tolerance(kernel), what=f"{kernel} beta and C, {where}")
+
+
+BITWISE_SHAPES = [(67, 45, 5000), (33, 70, 4097)]  # slices of 512 (the last 392), and of 480 (the last 257)
+
+
+@pytest.mark.parametrize("kernel", SPLITTING_KERNELS)
+@pytest.mark.parametrize("trans", [False, True], ids=["row_major", "col_major"])
+@pytest.mark.parametrize("m,n,k", BITWISE_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in BITWISE_SHAPES])
+def test_split_is_the_in_order_sum_of_the_slices(kernel, trans, m, n, k, problems):
+    """Each slice sums its K range in one accumulator, in the order an unsplit call on that range does, and
+    the slices are added in order in float32: the one-launch split equals that sum bit for bit."""
+    step = slice_step(m, n, k)
+    assert step < k and step % SLICE_MULTIPLE == 0
+    p = problems(m, n, k)
+    a, b = stored(p.A, trans, True), stored(p.B, trans, True)
+    split = raw_product(kernel, m, n, k, a, b, trans, trans)
+    total = np.zeros((m, n), np.float32)
+    for k0 in range(0, k, step):
+        part = raw_product(kernel, m, n, min(step, k - k0), a, b, trans, trans, a_k0=k0, b_k0=k0)
+        total += part  # float32, in order
+    assert not np.isnan(split).any(), f"{kernel}: NaN left in the split result"
+    mismatches = np.argwhere(split != total)
+    assert mismatches.size == 0, (
+        f"{kernel}: {len(mismatches)} elements differ from the in-order sum of the slices, first at "
+        f"{mismatches[:3].tolist()}: {split[tuple(mismatches[0])]!r} vs {total[tuple(mismatches[0])]!r}")
+    assert_close(split, p.ref, tol=tolerance(kernel), what=f"{kernel} split {m}x{n}x{k}")
