@@ -11,35 +11,27 @@
  * protocol (host memory) or a tuple (pointer, rows, cols, row_stride,
  * col_stride) describing device memory, strides in elements.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
+#include "extension.h"
 
+#include <structmember.h>
 #include <string.h>
 
 #include "dlpack.h"
-#include "operands.h"
 
-/* ---- module state ---- */
-
-typedef struct {
-    PyObject *cuda_error;        /* fastsgemm.CudaError, a RuntimeError */
-    PyTypeObject *device_buffer; /* fastsgemm._sgemm.DeviceBuffer */
-} module_state;
-
-static inline module_state *get_state(PyObject *module) { return (module_state *)PyModule_GetState(module); }
+/* ---- module state (extension.h) ---- */
 
 static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     module_state *st = get_state(module);
     Py_VISIT(st->cuda_error);
     Py_VISIT(st->device_buffer);
-    return 0;
+    return fast_state_traverse(&st->fast, visit, arg);
 }
 
 static int module_clear(PyObject *module) {
     module_state *st = get_state(module);
     Py_CLEAR(st->cuda_error);
     Py_CLEAR(st->device_buffer);
+    fast_state_clear(&st->fast);
     return 0;
 }
 
@@ -67,7 +59,7 @@ static int is_sticky(cudaError_t err) {
 /* Raises the Python exception for a CUDA error met while doing `what`:
  * MemoryError for an allocation failure, CudaError (with .code and
  * .cuda_name) for everything else. Always returns NULL. */
-static PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) {
+PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) {
     const char *name = cudaGetErrorName(err), *text = cudaGetErrorString(err);
     if (err == cudaErrorMemoryAllocation) {
         PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s (%s: %s)", what, name, text);
@@ -93,14 +85,7 @@ static PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char 
 
 /* ---- operands ---- */
 
-typedef struct operand {
-    fsg_matrix mat;
-    Py_buffer view; /* held for the whole call when the operand is host memory */
-    int has_view;
-    int device; /* CUDA device ordinal of device memory, -1 for host memory */
-} operand;
-
-static void release_operand(operand *op) {
+void release_operand(operand *op) {
     if (op->has_view) PyBuffer_Release(&op->view);
     op->has_view = 0;
 }
@@ -124,7 +109,7 @@ static int device_of_pointer(module_state *st, const void *p, const char *name, 
 }
 
 /* Reads one operand: a device tuple or a host buffer of float32. */
-static int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op) {
+int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op) {
     memset(op, 0, sizeof *op);
     op->device = -1;
     if (PyTuple_Check(obj)) {
@@ -208,25 +193,7 @@ static void leave_device(int previous) {
 
 /* ---- kernels: a rung, or one of its configurations ---- */
 
-typedef struct kernel_choice {
-    const fsg_rung *rung;
-    fsg_launcher launch;
-    int64_t max_dim;
-    char name[96]; /* "rung" or "rung:config", for messages */
-} kernel_choice;
-
-/* Reads a kernel as Python passes it: a registry index (the rung's own
- * launcher) or a (registry index, configuration index) pair, where a
- * configuration index of -1 also means the rung's own launcher. */
-static int parse_kernel(PyObject *obj, kernel_choice *choice) {
-    long index, config = -1;
-    if (PyTuple_Check(obj)) {
-        if (!PyArg_ParseTuple(obj, "ll;a kernel is a rung index or (rung index, configuration index)", &index, &config))
-            return -1;
-    } else {
-        index = PyLong_AsLong(obj);
-        if (index == -1 && PyErr_Occurred()) return -1;
-    }
+int choose_kernel(long index, long config, kernel_choice *choice) {
     if (index < 0 || index >= fsg_rung_count) {
         PyErr_Format(PyExc_ValueError, "no rung number %ld in the registry", index);
         return -1;
@@ -249,6 +216,77 @@ static int parse_kernel(PyObject *obj, kernel_choice *choice) {
     return 0;
 }
 
+/* Reads a kernel as Python passes it: a registry index (the rung's own
+ * launcher) or a (registry index, configuration index) pair, where a
+ * configuration index of -1 also means the rung's own launcher. */
+static int parse_kernel(PyObject *obj, kernel_choice *choice) {
+    long index, config = -1;
+    if (PyTuple_Check(obj)) {
+        if (!PyArg_ParseTuple(obj, "ll;a kernel is a rung index or (rung index, configuration index)", &index, &config))
+            return -1;
+    } else {
+        index = PyLong_AsLong(obj);
+        if (index == -1 && PyErr_Occurred()) return -1;
+    }
+    return choose_kernel(index, config, choice);
+}
+
+/* ---- running one GEMM ---- */
+
+int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
+             cudaStream_t stream) {
+    const fsg_rung *rung = kernel->rung;
+    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
+    if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
+        (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
+        PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",
+                     (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
+                     (long long)out->rows, (long long)out->cols);
+        return -1;
+    }
+    if (beta != 0.0 && c == NULL) {
+        PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
+        return -1;
+    }
+    int device = -1;
+    for (int i = 0; i < count; ++i) {
+        if (ops[i].mat.side != a->side) {
+            PyErr_SetString(PyExc_ValueError, "host and device operands cannot be mixed in one call");
+            return -1;
+        }
+        if (ops[i].device >= 0 && device >= 0 && ops[i].device != device) {
+            PyErr_Format(PyExc_ValueError, "operands live on different CUDA devices (%d and %d)", device,
+                         ops[i].device);
+            return -1;
+        }
+        if (ops[i].device >= 0) device = ops[i].device;
+    }
+    if (rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s' runs on the host and takes host arrays, not device arrays",
+                     rung->name);
+        return -1;
+    }
+    if (a->rows > kernel->max_dim || b->cols > kernel->max_dim) {
+        PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", kernel->name,
+                     (long long)kernel->max_dim, (long long)a->rows, (long long)b->cols);
+        return -1;
+    }
+    int previous_device;
+    if (enter_device(st, device, &previous_device) < 0) return -1;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fsg_run_gemm(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream);
+    Py_END_ALLOW_THREADS
+    leave_device(previous_device);
+    if (err != cudaSuccess) {
+        char what[128];
+        snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel->name);
+        raise_cuda_error(st, err, what);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- gemm(kernel, a, b, c, out, alpha, beta, stream) ---- */
 
 static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -259,13 +297,12 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *result = NULL;
     operand ops[4]; /* a, b, out, c */
-    int parsed = 0, previous_device = -1;
+    int parsed = 0;
     const char *names[4] = {"A", "B", "out", "C"};
     PyObject *objs[4] = {args[1], args[2], args[4], args[3]};
 
     kernel_choice kernel;
     if (parse_kernel(args[0], &kernel) < 0) goto exit;
-    const fsg_rung *rung = kernel.rung;
     const double alpha = PyFloat_AsDouble(args[5]);
     if (alpha == -1.0 && PyErr_Occurred()) goto exit;
     const double beta = PyFloat_AsDouble(args[6]);
@@ -276,58 +313,10 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const int count = objs[3] == Py_None ? 3 : 4;
     for (; parsed < count; ++parsed)
         if (parse_operand(st, objs[parsed], names[parsed], parsed == 2, &ops[parsed]) < 0) goto exit;
-
-    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
-    if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
-        (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
-        PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",
-                     (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
-                     (long long)out->rows, (long long)out->cols);
-        goto exit;
-    }
-    if (beta != 0.0 && c == NULL) {
-        PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
-        goto exit;
-    }
-    int device = -1;
-    for (int i = 0; i < count; ++i) {
-        if (ops[i].mat.side != a->side) {
-            PyErr_SetString(PyExc_ValueError, "host and device operands cannot be mixed in one call");
-            goto exit;
-        }
-        if (ops[i].device >= 0 && device >= 0 && ops[i].device != device) {
-            PyErr_Format(PyExc_ValueError, "operands live on different CUDA devices (%d and %d)", device,
-                         ops[i].device);
-            goto exit;
-        }
-        if (ops[i].device >= 0) device = ops[i].device;
-    }
-    if (rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
-        PyErr_Format(PyExc_ValueError, "kernel '%s' runs on the host and takes host arrays, not device arrays",
-                     rung->name);
-        goto exit;
-    }
-    if (a->rows > kernel.max_dim || b->cols > kernel.max_dim) {
-        PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", kernel.name,
-                     (long long)kernel.max_dim, (long long)a->rows, (long long)b->cols);
-        goto exit;
-    }
-    if (enter_device(st, device, &previous_device) < 0) goto exit;
-
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = fsg_run_gemm(rung, kernel.launch, a, b, c, out, (float)alpha, (float)beta, stream);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
-        char what[128];
-        snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel.name);
-        raise_cuda_error(st, err, what);
-        goto exit;
-    }
+    if (run_gemm(st, &kernel, ops, count, alpha, beta, stream) < 0) goto exit;
     result = Py_NewRef(Py_None);
 
 exit:
-    leave_device(previous_device);
     for (int i = 0; i < parsed; ++i) release_operand(&ops[i]);
     return result;
 }
@@ -582,6 +571,35 @@ static PyObject *synchronize(PyObject *module, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer) {
+    if (consumer == producer) return cudaSuccess;
+    cudaEvent_t event;
+    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (err == cudaSuccess) {
+        err = cudaEventRecord(event, producer);
+        if (err == cudaSuccess) err = cudaStreamWaitEvent(consumer, event, 0);
+        cudaError_t destroyed = cudaEventDestroy(event);  // safe: the wait keeps what it needs
+        if (err == cudaSuccess) err = destroyed;
+    }
+    return err;
+}
+
+/* stream_capturing(stream) -> whether work queued on `stream` now would be
+ * captured into a CUDA graph (also when the stream is the legacy default
+ * stream and another stream's capture forbids touching it). */
+static PyObject *stream_capturing(PyObject *module, PyObject *arg) {
+    cudaStream_t stream;
+    if (stream_from_object(arg, &stream) < 0) return NULL;
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+    if (err == cudaErrorStreamCaptureImplicit) {
+        cudaGetLastError();
+        Py_RETURN_TRUE;
+    }
+    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "cudaStreamIsCapturing");
+    return PyBool_FromLong(status != cudaStreamCaptureStatusNone);
+}
+
 /* stream_wait(consumer, producer): later work on `consumer` waits for all
  * work queued so far on `producer`, without blocking the host. */
 static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -591,27 +609,12 @@ static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t
     }
     cudaStream_t consumer, producer;
     if (stream_from_object(args[0], &consumer) < 0 || stream_from_object(args[1], &producer) < 0) return NULL;
-    if (consumer == producer) Py_RETURN_NONE;
-    cudaEvent_t event;
-    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-    if (err == cudaSuccess) {
-        err = cudaEventRecord(event, producer);
-        if (err == cudaSuccess) err = cudaStreamWaitEvent(consumer, event, 0);
-        cudaError_t destroyed = cudaEventDestroy(event);  // safe: the wait keeps what it needs
-        if (err == cudaSuccess) err = destroyed;
-    }
+    cudaError_t err = order_streams(consumer, producer);
     if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "ordering two streams");
     Py_RETURN_NONE;
 }
 
 /* ---- DeviceBuffer: cudaMalloc'd memory owned by a Python object ---- */
-
-typedef struct {
-    PyObject_HEAD
-    void *ptr;
-    Py_ssize_t nbytes;
-    int device;
-} DeviceBuffer;
 
 static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nbytes;
@@ -867,6 +870,12 @@ static PyMethodDef module_methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))gemm, METH_FASTCALL,
      "gemm(kernel, a, b, c, out, alpha, beta, stream): out = alpha * a @ b + beta * c with a registry rung number "
      "or (rung number, configuration number)"},
+    {"sgemm_fast", (PyCFunction)(void (*)(void))sgemm_fast, METH_FASTCALL,
+     "sgemm_fast(A, B, C, out, alpha, beta, kernel) -> result, or NotImplemented where the general path must run"},
+    {"register_fast_path", (PyCFunction)(void (*)(void))register_fast_path, METH_FASTCALL,
+     "register_fast_path(numpy.ndarray, numpy.empty, float32 dtype, DeviceArray, auto_chooser): what the fast path needs"},
+    {"forget_auto_choices", forget_auto_choices, METH_NOARGS,
+     "forget_auto_choices(): empty the cache of kernel='auto' choices (after the tuning table changes)"},
     {"copy", (PyCFunction)(void (*)(void))copy, METH_FASTCALL, "copy(dst, src, stream): dst = src"},
     {"time_gemm", (PyCFunction)(void (*)(void))time_gemm, METH_FASTCALL,
      "time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) -> milliseconds of each timed run"},
@@ -881,6 +890,8 @@ static PyMethodDef module_methods[] = {
     {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},
     {"device_info", device_info, METH_O, "device_info(ordinal) -> dict of device properties"},
     {"synchronize", synchronize, METH_O, "synchronize(stream): wait for the stream's work (None: per-thread)"},
+    {"stream_capturing", stream_capturing, METH_O,
+     "stream_capturing(stream) -> whether work queued on it now would be captured into a CUDA graph"},
     {"stream_wait", (PyCFunction)(void (*)(void))stream_wait, METH_FASTCALL,
      "stream_wait(consumer, producer): order consumer after producer's queued work"},
     {"dlpack_import", dlpack_import, METH_O, "dlpack_import(capsule) -> (holder, ptr, shape, strides, ...)"},
@@ -897,7 +908,7 @@ static int module_exec(PyObject *module) {
     if (st->cuda_error == NULL || PyModule_AddObjectRef(module, "CudaError", st->cuda_error) < 0) return -1;
     st->device_buffer = (PyTypeObject *)PyType_FromModuleAndSpec(module, &DeviceBuffer_spec, NULL);
     if (st->device_buffer == NULL || PyModule_AddType(module, st->device_buffer) < 0) return -1;
-    return 0;
+    return fast_state_init(&st->fast);
 }
 
 static PyModuleDef_Slot module_slots[] = {

@@ -80,8 +80,14 @@ static cudaError_t get_handle(cublasHandle_t *out) {
         cublasDestroy(th->handle);  // made for another device
         th->handle = NULL;
     }
+    // Creating a handle allocates device memory. A first call made inside a stream capture (torch.cuda.graph)
+    // would have that allocation invalidate the capture in its default mode; relaxed mode lets this thread's
+    // allocation through without it joining the graph. The mode is this thread's, restored right after.
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     cublasStatus_t s = cublasCreate(&th->handle);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(th->handle, CUBLAS_DEFAULT_MATH);
+    cudaThreadExchangeStreamCaptureMode(&mode);
     if (s != CUBLAS_STATUS_SUCCESS) {
         if (th->handle != NULL) cublasDestroy(th->handle);
         free(th);

@@ -259,6 +259,13 @@ inline cudaError_t workspace_pool(cudaMemPool_t *pool) {
         *pool = found->second;
         return cudaSuccess;
     }
+    // A first call inside a stream capture must not have these device-wide calls invalidate the capture (its
+    // default mode forbids them): relaxed mode for this thread while the pool is made.
+    struct RelaxedCapture {
+        cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+        RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+        ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+    } relaxed;
     size_t free_bytes, total_bytes;
     err = cudaMemGetInfo(&free_bytes, &total_bytes);
     if (err != cudaSuccess) return err;

@@ -159,6 +159,15 @@ def _auto_kernel(m: int, n: int, k: int) -> _Kernel:
     return _parse_kernel(_tuning.choose(_sgemm.current_device(), m, n, k))
 
 
+def _auto_kernel_on(device: int, m: int, n: int, k: int) -> _Kernel:
+    """What kernel="auto" runs for an m x n x k problem on `device`: the C fast path asks this once per device and
+    shape (csrc/fast_call.c) and remembers the answer."""
+    return _parse_kernel(_tuning.choose(device, m, n, k))
+
+
+_sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), DeviceArray, _auto_kernel_on)
+
+
 def auto_kernel(M: int, N: int, K: int) -> str:
     """The kernel that kernel="auto" runs for an M x N x K problem on the current device: the one measured
     fastest at the nearest tuned shape on this GPU (python -m fastsgemm.tune), FP32-accurate rungs only;
@@ -194,6 +203,11 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     see fastsgemm.kernels()), or "auto": the FP32-accurate kernel measured fastest for this shape on this
     GPU (fastsgemm.auto_kernel tells which).
     """
+    # Torch tensors, CuPy arrays, DeviceArrays and NumPy arrays of the usual kinds are read and run in one C call
+    # (csrc/fast_call.c); it declines everything else before touching the GPU, and the general path below runs.
+    result = _sgemm.sgemm_fast(A, B, C, out, alpha, beta, kernel)
+    if result is not NotImplemented:
+        return result
     alpha = _real("alpha", alpha)
     beta = _real("beta", beta)
     if C is None and beta != 0.0:

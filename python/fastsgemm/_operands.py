@@ -107,6 +107,14 @@ def _dlpack_operand(name, obj, writable, consumer_stream) -> Operand:
         raise TypeError(f"{name} lives on DLPack device type {device_type}; fastsgemm takes host or CUDA memory")
     # DLPack forbids stream 0 for CUDA; 1 is the legacy default stream, which 0 stands for in the runtime API.
     stream = 1 if consumer_stream in (None, 0) else consumer_stream
+    if _capturing(stream):
+        # The producer may free a DLPack tensor as soon as its deleter runs, and only a synchronize (which a capture
+        # forbids) would tell when the GPU is done with it; __dlpack__ itself may enqueue a cross-stream wait.
+        raise ValueError(
+            f"{name} is a DLPack-only array, and a CUDA graph is being captured: DLPack operands cannot be used "
+            f"inside a capture. Pass the framework's own array (a torch tensor, a CuPy array) or an object with "
+            f"__cuda_array_interface__, or call outside the capture"
+        )
     try:
         capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
     except TypeError:  # a producer older than DLPack 1.0's max_version keyword
@@ -121,6 +129,18 @@ def _dlpack_operand(name, obj, writable, consumer_stream) -> Operand:
     op = Operand(name, CUDA, tuple(shape), core, obj, framework_of(obj))
     op.keep_alive.append(holder)
     return op
+
+
+def _capturing(stream) -> bool:
+    """Whether a CUDA graph capture is under way that work on `stream`, or on torch's or CuPy's current stream
+    (where the frameworks are imported), would join."""
+    if _sgemm.stream_capturing(stream):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        return True
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and cupy.cuda.get_current_stream().is_capturing()
 
 
 def is_device_array(obj) -> bool:

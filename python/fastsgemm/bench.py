@@ -5,6 +5,7 @@
     python -m fastsgemm.bench --sizes 4096 8192 4095x4097x4093 --kernels naive tile2d
     python -m fastsgemm.bench --out benchmarks/results/h100
     python -m fastsgemm.bench --end-to-end          # whole Python calls, beside NumPy, CuPy, torch
+    python -m fastsgemm.bench --overhead            # per-call wall time, 64^3 .. 1024^3, beside torch and CuPy
 
 Every row is checked once against cuBLAS; cuBLAS (true FP32) is always timed
 in the same run and each rung's ratio to it is reported. kernel="auto" is
@@ -178,6 +179,82 @@ def end_to_end(sizes, kernels, repeats):
     return rows
 
 
+OVERHEAD_SIZES = [[n] * 3 for n in (64, 128, 256, 512, 1024)]
+
+
+def per_call(sizes, kernels, calls, rounds):
+    """Per-call cost as a loop in a notebook sees it: `calls` calls back to back, one synchronize at the end, wall
+    clock over the loop divided by `calls`; the median of `rounds` such loops. fastsgemm on torch tensors, CuPy
+    arrays and DeviceArrays, with and without out=, beside torch.matmul and cupy.matmul in the same run, and each
+    fastsgemm kernel's own GPU time (CUDA events around launches queued back to back: fastsgemm.benchmark)."""
+    rng = np.random.default_rng(0)
+    frameworks = {}
+    try:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False  # the FP32 baseline, never TF32
+        frameworks["torch"] = (lambda x: torch.from_numpy(x).cuda(), lambda shape: torch.empty(shape, device="cuda"),
+                               torch.cuda.synchronize, lambda a, b, out=None: torch.matmul(a, b, out=out))
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        frameworks["cupy"] = (cupy.asarray, lambda shape: cupy.empty(shape, cupy.float32),
+                              cupy.cuda.Device().synchronize, lambda a, b, out=None: cupy.matmul(a, b, out=out))
+    except ImportError:
+        pass
+    frameworks["fastsgemm"] = (fastsgemm.to_device, fastsgemm.DeviceArray.empty,
+                               lambda: fastsgemm._sgemm.synchronize(0), None)
+
+    def loop_us(call, synchronize):
+        for _ in range(max(10, calls // 20)):  # warm-up: module loads, handles, caches
+            call()
+        synchronize()
+        samples = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            synchronize()
+            samples.append((time.perf_counter() - start) * 1e6 / calls)
+        return statistics.median(samples)
+
+    rows = []
+    for m, n, k in sizes:
+        A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        gpu_us = {}
+        for name in kernels:
+            timed = fastsgemm.benchmark(name, m, n, k, repeats=50, warmup=10, check=False)
+            gpu_us[name] = (timed["picked"], 1e3 * timed["median_ms"])
+        for label, (to_device, empty, synchronize, matmul) in frameworks.items():
+            a, b, o = to_device(A), to_device(B), empty((m, n))
+            paths = {}
+            for name in kernels:
+                paths[(f"fastsgemm {name}", False)] = lambda name=name: fastsgemm.sgemm(a, b, kernel=name)
+                paths[(f"fastsgemm {name}", True)] = lambda name=name: fastsgemm.sgemm(a, b, out=o, kernel=name)
+            if matmul is not None:
+                paths[(f"{label}.matmul", False)] = lambda: matmul(a, b)
+                paths[(f"{label}.matmul", True)] = lambda: matmul(a, b, out=o)
+            for (path, with_out), call in paths.items():
+                name = path.removeprefix("fastsgemm ")
+                picked, kernel_us = gpu_us.get(name, (None, None))
+                rows.append({"M": m, "N": n, "K": k, "operands": label, "path": path, "out": with_out,
+                             "us_per_call": loop_us(call, synchronize), "picked": picked, "kernel_gpu_us": kernel_us,
+                             "calls": calls, "rounds": rounds})
+    print(f"\n{'shape':>14} {'operands':<10} {'path':<22} {'out=':<5} {'us/call':>8} {'kernel GPU us':>13} "
+          f"{'x framework':>11}  picked")
+    for r in rows:
+        baseline = next((b for b in rows if (b["M"], b["operands"], b["out"]) == (r["M"], r["operands"], r["out"])
+                         and b["path"].endswith(".matmul")), None)
+        ratio = f"{baseline['us_per_call'] / r['us_per_call']:.2f}" if baseline else "-"
+        kernel = f"{r['kernel_gpu_us']:.1f}" if r["kernel_gpu_us"] is not None else "-"
+        print(f"{r['M']}x{r['N']}x{r['K']:>5} {r['operands']:<10} {r['path']:<22} {str(r['out']):<5} "
+              f"{r['us_per_call']:8.1f} {kernel:>13} {ratio:>11}  {r['picked'] or ''}")
+    return rows
+
+
 def auto_verdicts(rows):
     """For each shape with an "auto" row: what auto ran, and its speed against the fastest FP32-accurate
     kernel timed at that shape in the same run (TF32 rungs excluded: auto promises FP32 accuracy)."""
@@ -211,6 +288,10 @@ def main(argv=None):
     parser.add_argument("--end-to-end", action="store_true",
                         help="time whole Python calls (host arrays with transfers, device arrays with call overhead) "
                              "beside numpy.matmul, CuPy and torch, instead of kernels alone")
+    parser.add_argument("--overhead", action="store_true",
+                        help="per-call wall time of whole Python calls (a loop, one sync at the end) on torch, CuPy "
+                             "and DeviceArray operands, with and without out=, beside torch.matmul and cupy.matmul")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop in --overhead (default 2000)")
     args = parser.parse_args(argv)
 
     sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -220,6 +301,13 @@ def main(argv=None):
         print("no usable CUDA device: nothing to time", file=sys.stderr)
         return 1
     info = fastsgemm.device_info()
+    if args.overhead:
+        rows = per_call(args.sizes or OVERHEAD_SIZES, args.kernels or ["auto", "cublas"], args.calls, 5)
+        if args.out is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            meta = {"device": info, "git_commit": git_commit(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        return 0
     if args.end_to_end:
         e2e_sizes = args.sizes or [[64] * 3, [256] * 3, [1024] * 3, [4096] * 3]
         rows = end_to_end(e2e_sizes, args.kernels or ["auto", "warptile"], min(args.repeats, 20))

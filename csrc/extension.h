@@ -1,0 +1,113 @@
+/*
+ * extension.h: what the files of the C extension share: the module state,
+ * the operand and kernel structs, and the helpers that turn CUDA failures into
+ * Python exceptions and run one GEMM with the GIL released.
+ *
+ * csrc/_sgemm.c defines the module and these helpers; csrc/fast_call.c holds
+ * the per-call fast path (sgemm on torch, CuPy, DeviceArray and NumPy
+ * operands read in C).
+ */
+#ifndef FASTSGEMM_EXTENSION_H
+#define FASTSGEMM_EXTENSION_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "operands.h"
+
+/* ---- the fast path's state (csrc/fast_call.c) ---- */
+
+/* One remembered choice of kernel="auto": (device, m, n, k) -> kernel. */
+typedef struct auto_slot {
+    int64_t m, n, k;
+    int device; /* -1: empty slot */
+    int rung, config;
+} auto_slot;
+
+enum { kAutoSlots = 512 };
+
+typedef struct fast_state {
+    /* Set once by the package at import (register_fast_path). */
+    PyObject *ndarray_type;      /* numpy.ndarray */
+    PyObject *numpy_empty;       /* numpy.empty */
+    PyObject *float32_dtype;     /* numpy.dtype("float32") */
+    PyObject *device_array_type; /* fastsgemm.DeviceArray */
+    PyObject *auto_chooser;      /* (device, m, n, k) -> (rung index, config index) */
+    /* Found in sys.modules when the framework has been imported by the user;
+     * fastsgemm never imports torch or CuPy itself. */
+    PyObject *torch_tensor_type, *torch_float32, *torch_raw_stream;
+    PyObject *cupy_ndarray_type, *cupy_empty, *cupy_current_stream;
+    /* Interned attribute names. */
+    PyObject *s_dtype, *s_shape, *s_stride, *s_strides, *s_data_ptr, *s_get_device, *s_is_cuda, *s_data, *s_ptr,
+        *s_device_id, *s_new_empty, *s_buffer, *s_private_shape, *s_private_stream;
+    int cuda_devices; /* cudaGetDeviceCount, -1 until asked */
+    auto_slot auto_cache[kAutoSlots];
+} fast_state;
+
+typedef struct module_state {
+    PyObject *cuda_error;        /* fastsgemm.CudaError, a RuntimeError */
+    PyTypeObject *device_buffer; /* fastsgemm._sgemm.DeviceBuffer */
+    fast_state fast;
+} module_state;
+
+static inline module_state *get_state(PyObject *module) { return (module_state *)PyModule_GetState(module); }
+
+/* DeviceBuffer's instance layout, read directly by the fast path. */
+typedef struct DeviceBuffer {
+    PyObject_HEAD
+    void *ptr;
+    Py_ssize_t nbytes;
+    int device;
+} DeviceBuffer;
+
+/* ---- operands and kernels ---- */
+
+typedef struct operand {
+    fsg_matrix mat;
+    Py_buffer view; /* held for the whole call when the operand is host memory */
+    int has_view;
+    int device; /* CUDA device ordinal of device memory, -1 for host memory */
+} operand;
+
+/* Reads one operand as the private interface passes it: a device tuple
+ * (pointer, rows, cols, row_stride, col_stride) or a host buffer of float32.
+ * Returns -1 with an exception set when it is neither. */
+int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op);
+void release_operand(operand *op);
+
+/* Later work on `consumer` waits for the work queued so far on `producer`
+ * (nothing to do when they are one stream). */
+cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer);
+
+typedef struct kernel_choice {
+    const fsg_rung *rung;
+    fsg_launcher launch;
+    int64_t max_dim;
+    char name[96]; /* "rung" or "rung:config", for messages */
+} kernel_choice;
+
+/* The kernel for a registry index and a configuration index (-1: the rung's
+ * own launcher). Returns -1 with ValueError set for indices out of range. */
+int choose_kernel(long index, long config, kernel_choice *choice);
+
+/* Raises the Python exception for a CUDA error met while doing `what`
+ * (MemoryError for allocation failures, fastsgemm.CudaError otherwise).
+ * Always returns NULL. */
+PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what);
+
+/* Checks that the operands (a, b, out and, when count == 4, c) agree and run
+ * out = alpha * a @ b + beta * c with the kernel on `stream`, the GIL
+ * released, on the operands' device. Returns 0, or -1 with an exception set. */
+int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
+             cudaStream_t stream);
+
+/* ---- the fast path (csrc/fast_call.c) ---- */
+
+int fast_state_init(fast_state *fs);
+int fast_state_traverse(fast_state *fs, visitproc visit, void *arg);
+void fast_state_clear(fast_state *fs);
+PyObject *register_fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *forget_auto_choices(PyObject *module, PyObject *unused);
+
+#endif /* FASTSGEMM_EXTENSION_H */

@@ -1,0 +1,596 @@
+/*
+ * fast_call.c: sgemm's fast path, for the calls a notebook or a training loop
+ * makes thousands of times.
+ *
+ * fastsgemm.sgemm first hands its arguments to sgemm_fast. When every
+ * operand is of one common kind (torch CUDA tensors, CuPy arrays,
+ * fastsgemm.DeviceArray, or NumPy arrays) and nothing about the call is
+ * unusual, this file reads the operands straight from the objects'
+ * attributes, picks the kernel (kernel="auto" from a cache), allocates the
+ * result in the operands' framework and runs the GEMM: one C call, no
+ * dictionaries, no dataclasses, no stream wait where the producer's stream is
+ * the working stream. Anything else (DLPack, other __cuda_array_interface__
+ * producers, dtypes or shapes that are wrong, mixed kinds, an `out` whose
+ * elements overlap) returns NotImplemented before anything is enqueued, and
+ * the general path in python/fastsgemm/_api.py runs instead: it takes every
+ * input and says what is wrong with the bad ones.
+ *
+ * Streams, as the general path has them: torch tensors run on torch's current
+ * stream of their device and CuPy arrays on CuPy's (the framework orders its
+ * own arrays, so there is nothing to wait for); a DeviceArray A names the
+ * stream (the one that last wrote it, else the legacy default stream), and
+ * the other DeviceArrays' last writers are waited for when they differ.
+ */
+#include "extension.h"
+
+#include <string.h>
+
+/* What kind of object an operand is, as far as the fast path is concerned. */
+typedef enum operand_kind {
+    KIND_OTHER = 0, /* the general path's business */
+    KIND_NUMPY,
+    KIND_TORCH,
+    KIND_CUPY,
+    KIND_DEVICE_ARRAY,
+} operand_kind;
+
+/* ---- state ---- */
+
+int fast_state_init(fast_state *fs) {
+    static const struct {
+        size_t offset;
+        const char *text;
+    } names[] = {
+        {offsetof(fast_state, s_dtype), "dtype"},
+        {offsetof(fast_state, s_shape), "shape"},
+        {offsetof(fast_state, s_stride), "stride"},
+        {offsetof(fast_state, s_strides), "strides"},
+        {offsetof(fast_state, s_data_ptr), "data_ptr"},
+        {offsetof(fast_state, s_get_device), "get_device"},
+        {offsetof(fast_state, s_is_cuda), "is_cuda"},
+        {offsetof(fast_state, s_data), "data"},
+        {offsetof(fast_state, s_ptr), "ptr"},
+        {offsetof(fast_state, s_device_id), "device_id"},
+        {offsetof(fast_state, s_new_empty), "new_empty"},
+        {offsetof(fast_state, s_buffer), "_buffer"},
+        {offsetof(fast_state, s_private_shape), "_shape"},
+        {offsetof(fast_state, s_private_stream), "_stream"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+        PyObject *name = PyUnicode_InternFromString(names[i].text);
+        if (name == NULL) return -1;
+        *(PyObject **)((char *)fs + names[i].offset) = name;
+    }
+    fs->cuda_devices = -1;
+    for (int i = 0; i < kAutoSlots; ++i) fs->auto_cache[i].device = -1;
+    return 0;
+}
+
+#define FAST_STATE_OBJECTS(X)                                                                                     \
+    X(ndarray_type) X(numpy_empty) X(float32_dtype) X(device_array_type) X(auto_chooser) X(torch_tensor_type)    \
+    X(torch_float32) X(torch_raw_stream) X(cupy_ndarray_type) X(cupy_empty) X(cupy_current_stream) X(s_dtype)   \
+    X(s_shape) X(s_stride) X(s_strides) X(s_data_ptr) X(s_get_device) X(s_is_cuda) X(s_data) X(s_ptr)           \
+    X(s_device_id) X(s_new_empty) X(s_buffer) X(s_private_shape) X(s_private_stream)
+
+int fast_state_traverse(fast_state *fs, visitproc visit, void *arg) {
+#define VISIT(field) Py_VISIT(fs->field);
+    FAST_STATE_OBJECTS(VISIT)
+#undef VISIT
+    return 0;
+}
+
+void fast_state_clear(fast_state *fs) {
+#define CLEAR(field) Py_CLEAR(fs->field);
+    FAST_STATE_OBJECTS(CLEAR)
+#undef CLEAR
+}
+
+/* register_fast_path(numpy.ndarray, numpy.empty, numpy.dtype("float32"), DeviceArray, auto_chooser) */
+PyObject *register_fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "register_fast_path(ndarray, empty, float32, DeviceArray, auto_chooser) takes 5 arguments");
+        return NULL;
+    }
+    fast_state *fs = &get_state(module)->fast;
+    Py_XSETREF(fs->ndarray_type, Py_NewRef(args[0]));
+    Py_XSETREF(fs->numpy_empty, Py_NewRef(args[1]));
+    Py_XSETREF(fs->float32_dtype, Py_NewRef(args[2]));
+    Py_XSETREF(fs->device_array_type, Py_NewRef(args[3]));
+    Py_XSETREF(fs->auto_chooser, Py_NewRef(args[4]));
+    Py_RETURN_NONE;
+}
+
+/* A module the user has imported, or NULL (no error set) when it is not in sys.modules. */
+static PyObject *imported(const char *name) {
+    PyObject *key = PyUnicode_FromString(name);
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *module = PyImport_GetModule(key);
+    Py_DECREF(key);
+    if (module == NULL) PyErr_Clear();
+    return module;
+}
+
+/* Attribute `path` ("a.b.c") of `root`, or NULL with no error set. */
+static PyObject *attribute_path(PyObject *root, const char *path) {
+    PyObject *obj = Py_NewRef(root);
+    char part[64];
+    while (obj != NULL && *path) {
+        const char *dot = strchr(path, '.');
+        const size_t len = dot ? (size_t)(dot - path) : strlen(path);
+        if (len >= sizeof part) {
+            Py_CLEAR(obj);
+            break;
+        }
+        memcpy(part, path, len);
+        part[len] = '\0';
+        Py_SETREF(obj, PyObject_GetAttrString(obj, part));
+        path += len + (dot ? 1 : 0);
+    }
+    if (obj == NULL) PyErr_Clear();
+    return obj;
+}
+
+/* Takes what the fast path needs from torch and CuPy once the user has imported them. */
+static void find_frameworks(fast_state *fs) {
+    if (fs->torch_tensor_type == NULL) {
+        PyObject *torch = imported("torch");
+        if (torch != NULL) {
+            PyObject *tensor = attribute_path(torch, "Tensor"), *float32 = attribute_path(torch, "float32");
+            // The current stream as a raw cudaStream_t, in one C call (torch.cuda.current_stream builds a Stream).
+            PyObject *raw = attribute_path(torch, "_C._cuda_getCurrentRawStream");
+            if (tensor != NULL && PyType_Check(tensor) && float32 != NULL && raw != NULL) {
+                fs->torch_tensor_type = Py_NewRef(tensor);
+                fs->torch_float32 = Py_NewRef(float32);
+                fs->torch_raw_stream = Py_NewRef(raw);
+            }
+            Py_XDECREF(tensor);
+            Py_XDECREF(float32);
+            Py_XDECREF(raw);
+            Py_DECREF(torch);
+        }
+    }
+    if (fs->cupy_ndarray_type == NULL) {
+        PyObject *cupy = imported("cupy");
+        if (cupy != NULL) {
+            PyObject *ndarray = attribute_path(cupy, "ndarray"), *empty = attribute_path(cupy, "empty");
+            PyObject *stream = attribute_path(cupy, "cuda.get_current_stream");
+            if (ndarray != NULL && PyType_Check(ndarray) && empty != NULL && stream != NULL) {
+                fs->cupy_ndarray_type = Py_NewRef(ndarray);
+                fs->cupy_empty = Py_NewRef(empty);
+                fs->cupy_current_stream = Py_NewRef(stream);
+            }
+            Py_XDECREF(ndarray);
+            Py_XDECREF(empty);
+            Py_XDECREF(stream);
+            Py_DECREF(cupy);
+        }
+    }
+}
+
+static operand_kind kind_of(fast_state *fs, PyObject *obj) {
+    PyTypeObject *type = Py_TYPE(obj);
+    if ((PyObject *)type == fs->ndarray_type) return KIND_NUMPY;  // exactly: subclasses (masked arrays) go the long way
+    if ((PyObject *)type == fs->device_array_type) return KIND_DEVICE_ARRAY;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (fs->torch_tensor_type != NULL && PyType_IsSubtype(type, (PyTypeObject *)fs->torch_tensor_type))
+            return KIND_TORCH;
+        if (fs->cupy_ndarray_type != NULL && PyType_IsSubtype(type, (PyTypeObject *)fs->cupy_ndarray_type))
+            return KIND_CUPY;
+        if (attempt == 0) find_frameworks(fs);
+    }
+    return KIND_OTHER;
+}
+
+/* ---- reading one operand (0: read; 1: not for the fast path; -1: a real error, set) ---- */
+
+static int long_of(PyObject *obj, int64_t *value) {
+    if (obj == NULL || !PyLong_Check(obj)) return 1;
+    const long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 1;
+    }
+    *value = v;
+    return 0;
+}
+
+/* Two integers from a tuple (or tuple subclass, such as torch.Size) of length 2. */
+static int pair_of(PyObject *tuple, int64_t *first, int64_t *second) {
+    if (tuple == NULL || !PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 2) return 1;
+    if (long_of(PyTuple_GET_ITEM(tuple, 0), first) || long_of(PyTuple_GET_ITEM(tuple, 1), second)) return 1;
+    return 0;
+}
+
+static void set_device_matrix(operand *op, int64_t ptr, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                              int device) {
+    memset(op, 0, sizeof *op);
+    op->mat = (fsg_matrix){.ptr = (float *)(uintptr_t)ptr, .rows = rows, .cols = cols, .rs = rs, .cs = cs,
+                           .side = FSG_DEVICE};
+    op->device = device;
+}
+
+static int read_torch(fast_state *fs, PyObject *obj, operand *op) {
+    int status = 1;
+    PyObject *dtype = NULL, *is_cuda = NULL, *device = NULL, *shape = NULL, *stride = NULL, *ptr = NULL;
+    int64_t device_index, rows, cols, rs, cs, address;
+    dtype = PyObject_GetAttr(obj, fs->s_dtype);
+    if (dtype != fs->torch_float32) goto done;
+    is_cuda = PyObject_GetAttr(obj, fs->s_is_cuda);
+    if (is_cuda != Py_True) goto done;
+    device = PyObject_CallMethodNoArgs(obj, fs->s_get_device);
+    shape = PyObject_GetAttr(obj, fs->s_shape);
+    stride = PyObject_CallMethodNoArgs(obj, fs->s_stride);
+    ptr = PyObject_CallMethodNoArgs(obj, fs->s_data_ptr);
+    if (long_of(device, &device_index) || pair_of(shape, &rows, &cols) || pair_of(stride, &rs, &cs) ||
+        long_of(ptr, &address) || address % (int64_t)sizeof(float) != 0)
+        goto done;
+    set_device_matrix(op, address, rows, cols, rs, cs, (int)device_index);
+    status = 0;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();  // whatever went wrong, the general path will say it properly
+    Py_XDECREF(dtype);
+    Py_XDECREF(is_cuda);
+    Py_XDECREF(device);
+    Py_XDECREF(shape);
+    Py_XDECREF(stride);
+    Py_XDECREF(ptr);
+    return status;
+}
+
+static int read_cupy(fast_state *fs, PyObject *obj, operand *op) {
+    int status = 1;
+    PyObject *dtype = NULL, *shape = NULL, *strides = NULL, *data = NULL, *ptr = NULL, *device = NULL;
+    int64_t rows, cols, rs, cs, address, device_id;
+    dtype = PyObject_GetAttr(obj, fs->s_dtype);
+    if (dtype != fs->float32_dtype) goto done;  // numpy's float32 dtype is one object
+    shape = PyObject_GetAttr(obj, fs->s_shape);
+    strides = PyObject_GetAttr(obj, fs->s_strides);
+    data = PyObject_GetAttr(obj, fs->s_data);
+    if (data == NULL) goto done;
+    ptr = PyObject_GetAttr(data, fs->s_ptr);
+    device = PyObject_GetAttr(data, fs->s_device_id);
+    if (pair_of(shape, &rows, &cols) || pair_of(strides, &rs, &cs) || long_of(ptr, &address) ||
+        long_of(device, &device_id) || rs % 4 != 0 || cs % 4 != 0 || address % 4 != 0)
+        goto done;
+    set_device_matrix(op, address, rows, cols, rs / 4, cs / 4, (int)device_id);
+    status = 0;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_XDECREF(dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_XDECREF(data);
+    Py_XDECREF(ptr);
+    Py_XDECREF(device);
+    return status;
+}
+
+/* A DeviceArray: row-major, its DeviceBuffer read directly; *stream is the
+ * stream of its last write (None: nothing to wait for). */
+static int read_device_array(module_state *st, PyObject *obj, operand *op, PyObject **stream) {
+    fast_state *fs = &st->fast;
+    int status = 1;
+    PyObject *buffer = PyObject_GetAttr(obj, fs->s_buffer), *shape = PyObject_GetAttr(obj, fs->s_private_shape);
+    *stream = PyObject_GetAttr(obj, fs->s_private_stream);
+    int64_t rows, cols;
+    if (buffer == NULL || Py_TYPE(buffer) != st->device_buffer || *stream == NULL || pair_of(shape, &rows, &cols))
+        goto done;
+    const DeviceBuffer *db = (const DeviceBuffer *)buffer;
+    set_device_matrix(op, (int64_t)(uintptr_t)db->ptr, rows, cols, cols, 1, db->device);
+    status = 0;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (status != 0) Py_CLEAR(*stream);
+    Py_XDECREF(buffer);
+    Py_XDECREF(shape);
+    return status;
+}
+
+static int read_numpy(module_state *st, PyObject *obj, int writable, operand *op) {
+    if (parse_operand(st, obj, "operand", writable, op) < 0) {
+        PyErr_Clear();  // wrong dtype, dimensions, alignment or a read-only out: the general path says which
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- the kernel ---- */
+
+/* A kernel named "rung" or "rung:config" (0), or 1 when the name is not one
+ * (the general path lists the valid ones). */
+static int kernel_by_name(const char *name, Py_ssize_t length, kernel_choice *choice) {
+    const char *colon = memchr(name, ':', (size_t)length);
+    const size_t rung_length = colon ? (size_t)(colon - name) : (size_t)length;
+    for (int i = 0; i < fsg_rung_count; ++i) {
+        const fsg_rung *rung = &fsg_rungs[i];
+        if (strlen(rung->name) != rung_length || memcmp(rung->name, name, rung_length) != 0) continue;
+        if (colon == NULL) return choose_kernel(i, -1, choice) == 0 ? 0 : (PyErr_Clear(), 1);
+        const char *config = colon + 1;
+        const size_t config_length = (size_t)length - rung_length - 1;
+        for (int j = 0; j < rung->config_count; ++j)
+            if (strlen(rung->configs[j].name) == config_length && memcmp(rung->configs[j].name, config, config_length) == 0)
+                return choose_kernel(i, j, choice) == 0 ? 0 : (PyErr_Clear(), 1);
+        return 1;
+    }
+    return 1;
+}
+
+static unsigned auto_slot_of(int device, int64_t m, int64_t n, int64_t k) {
+    uint64_t h = (uint64_t)device * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)m + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)n + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)k + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return (unsigned)(h % kAutoSlots);
+}
+
+/* kernel="auto" for an m x n x k problem on `device`: the tuning table's
+ * choice (python/fastsgemm/_tuning.py, through the registered chooser),
+ * remembered per (device, shape). 0, or -1 with an exception set. */
+static int auto_kernel(fast_state *fs, int device, int64_t m, int64_t n, int64_t k, kernel_choice *choice) {
+    auto_slot *slot = &fs->auto_cache[auto_slot_of(device, m, n, k)];
+    if (slot->device != device || slot->m != m || slot->n != n || slot->k != k) {
+        if (fs->auto_chooser == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "fastsgemm's fast path was not registered");
+            return -1;
+        }
+        PyObject *picked = PyObject_CallFunction(fs->auto_chooser, "iLLL", device, (long long)m, (long long)n,
+                                                 (long long)k);
+        if (picked == NULL) return -1;
+        long rung, config;
+        const int ok = PyArg_ParseTuple(picked, "ll;the auto chooser returns (rung, config)", &rung, &config);
+        Py_DECREF(picked);
+        if (!ok) return -1;
+        *slot = (auto_slot){.m = m, .n = n, .k = k, .device = device, .rung = (int)rung, .config = (int)config};
+    }
+    return choose_kernel(slot->rung, slot->config, choice);
+}
+
+PyObject *forget_auto_choices(PyObject *module, PyObject *unused) {
+    (void)unused;
+    fast_state *fs = &get_state(module)->fast;
+    for (int i = 0; i < kAutoSlots; ++i) fs->auto_cache[i].device = -1;
+    Py_RETURN_NONE;
+}
+
+/* ---- overlap inside one view ---- */
+
+static int64_t gcd64(int64_t x, int64_t y) {
+    while (y != 0) {
+        const int64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* Whether two different elements of a 2-D view share an address. With
+ * strides s1 <= s2 (absolute values) over extents n1 and n2, elements
+ * (i, j) and (i + di, j - dj) coincide when di s1 = dj s2; the smallest
+ * nonzero solution is di = s2 / g, dj = s1 / g with g = gcd(s1, s2). */
+static int elements_overlap(const fsg_matrix *m) {
+    int64_t s1 = m->rs < 0 ? -m->rs : m->rs, n1 = m->rows, s2 = m->cs < 0 ? -m->cs : m->cs, n2 = m->cols;
+    if (n1 <= 1 || n2 <= 1) {
+        const int64_t stride = n1 > 1 ? s1 : s2, extent = n1 > 1 ? n1 : n2;
+        return extent > 1 && stride == 0;
+    }
+    if (s1 > s2) {
+        int64_t t = s1;
+        s1 = s2;
+        s2 = t;
+        t = n1;
+        n1 = n2;
+        n2 = t;
+    }
+    if (s1 == 0) return 1;
+    const int64_t g = gcd64(s1, s2);
+    return s2 / g < n1 && s1 / g < n2;
+}
+
+/* ---- sgemm_fast(A, B, C, out, alpha, beta, kernel) ---- */
+
+static int real_of(PyObject *obj, double *value) {
+    if (PyFloat_CheckExact(obj)) {
+        *value = PyFloat_AS_DOUBLE(obj);
+        return 0;
+    }
+    if (PyLong_CheckExact(obj)) {
+        *value = PyLong_AsDouble(obj);
+        if (*value == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 1;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* A new m x n float32 matrix in the framework of `template`, or NULL with an
+ * exception set. */
+static PyObject *new_result(module_state *st, operand_kind kind, PyObject *template, int device, int64_t m,
+                            int64_t n, PyObject *stream) {
+    fast_state *fs = &st->fast;
+    PyObject *shape = Py_BuildValue("(LL)", (long long)m, (long long)n);
+    if (shape == NULL) return NULL;
+    PyObject *result = NULL;
+    switch (kind) {
+    case KIND_NUMPY: result = PyObject_CallFunctionObjArgs(fs->numpy_empty, shape, fs->float32_dtype, NULL); break;
+    case KIND_TORCH: result = PyObject_CallMethodOneArg(template, fs->s_new_empty, shape); break;
+    case KIND_CUPY: result = PyObject_CallFunctionObjArgs(fs->cupy_empty, shape, fs->float32_dtype, NULL); break;
+    case KIND_DEVICE_ARRAY: {
+        PyObject *buffer = PyObject_CallFunction((PyObject *)st->device_buffer, "ni", (Py_ssize_t)(m * n * 4), device);
+        if (buffer != NULL)
+            result = PyObject_CallFunctionObjArgs(fs->device_array_type, buffer, shape, stream, NULL);
+        Py_XDECREF(buffer);
+        break;
+    }
+    default: PyErr_SetString(PyExc_SystemError, "fast path: no result for this kind");
+    }
+    Py_DECREF(shape);
+    return result;
+}
+
+static int read_operand(module_state *st, operand_kind kind, PyObject *obj, int writable, operand *op,
+                        PyObject **stream) {
+    *stream = NULL;
+    switch (kind) {
+    case KIND_NUMPY: return read_numpy(st, obj, writable, op);
+    case KIND_TORCH: return read_torch(&st->fast, obj, op);
+    case KIND_CUPY: return read_cupy(&st->fast, obj, op);
+    case KIND_DEVICE_ARRAY: return read_device_array(st, obj, op, stream);
+    default: return 1;
+    }
+}
+
+/* The stream the work goes on, for a call whose A is of `kind` on `device`.
+ * 0, 1 (not for the fast path), or -1 with an exception set. */
+static int working_stream(fast_state *fs, operand_kind kind, int device, PyObject *a_stream, cudaStream_t *stream) {
+    PyObject *handle = NULL;
+    switch (kind) {
+    case KIND_NUMPY: *stream = cudaStreamPerThread; return 0;  // host calls wait for their own work
+    case KIND_TORCH: handle = PyObject_CallFunction(fs->torch_raw_stream, "i", device); break;
+    case KIND_CUPY: {
+        PyObject *current = PyObject_CallFunction(fs->cupy_current_stream, "i", device);
+        if (current != NULL) handle = PyObject_GetAttr(current, fs->s_ptr);
+        Py_XDECREF(current);
+        break;
+    }
+    case KIND_DEVICE_ARRAY: handle = a_stream == Py_None ? PyLong_FromLong(0) : Py_NewRef(a_stream); break;
+    default: return 1;
+    }
+    if (handle == NULL) return -1;
+    void *p = PyLong_AsVoidPtr(handle);
+    Py_DECREF(handle);
+    if (p == NULL && PyErr_Occurred()) return -1;
+    *stream = (cudaStream_t)p;
+    return 0;
+}
+
+/* The legacy default stream has two spellings: 0 (runtime API) and 1 (the interfaces'). */
+static cudaStream_t canonical_stream(cudaStream_t s) { return s == (cudaStream_t)1 ? (cudaStream_t)0 : s; }
+
+PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "sgemm_fast(A, B, C, out, alpha, beta, kernel) takes 7 arguments");
+        return NULL;
+    }
+    module_state *st = get_state(module);
+    fast_state *fs = &st->fast;
+    PyObject *objs[4] = {args[0], args[1], args[3], args[2]}; /* a, b, out, c: run_gemm's order */
+    PyObject *streams[4] = {NULL, NULL, NULL, NULL};
+    PyObject *result = NULL, *answer = NULL;
+    operand ops[4];
+    int have[4] = {0, 0, 0, 0};
+    double alpha, beta;
+    if (real_of(args[4], &alpha) || real_of(args[5], &beta) || !PyUnicode_Check(args[6])) goto fallback;
+    const int count = objs[3] == Py_None ? 3 : 4;
+    if (beta != 0.0 && count == 3) goto fallback;
+
+    const operand_kind kind = kind_of(fs, objs[0]);
+    if (kind == KIND_OTHER) goto fallback;
+    for (int i = 0; i < 4; ++i) {
+        if (objs[i] == Py_None) continue;
+        if ((i > 0 && kind_of(fs, objs[i]) != kind) || read_operand(st, kind, objs[i], i == 2, &ops[i], &streams[i]))
+            goto fallback;
+        have[i] = 1;
+    }
+    const int64_t m = ops[0].mat.rows, k = ops[0].mat.cols, n = ops[1].mat.cols;
+    const int device = ops[0].device;
+    if (ops[1].mat.rows != k) goto fallback;
+    for (int i = 1; i < 4; ++i) {
+        if (!have[i]) continue;
+        if (ops[i].device != device) goto fallback;
+        if (i >= 2 && (ops[i].mat.rows != m || ops[i].mat.cols != n)) goto fallback;
+    }
+    if (have[2] && elements_overlap(&ops[2].mat)) goto fallback;
+
+    // The kernel: "auto" (a GPU is needed: without one the general path warns and runs the cpu rung), or a name.
+    if (fs->cuda_devices < 0) {
+        int devices = 0;
+        fs->cuda_devices = cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
+        cudaGetLastError();
+    }
+    kernel_choice kernel;
+    Py_ssize_t length;
+    const char *name = PyUnicode_AsUTF8AndSize(args[6], &length);
+    if (name == NULL) goto error;
+    if (length == 4 && memcmp(name, "auto", 4) == 0) {
+        if (fs->cuda_devices == 0) goto fallback;
+        int auto_device = device;
+        if (auto_device < 0 && cudaGetDevice(&auto_device) != cudaSuccess) {
+            cudaGetLastError();
+            goto fallback;
+        }
+        if (auto_kernel(fs, auto_device, m, n, k, &kernel) < 0) goto error;
+    } else if (kernel_by_name(name, length, &kernel) != 0) {
+        goto fallback;  // the general path lists the valid names
+    } else if (kernel.rung->device == FSG_DEVICE_CUDA && fs->cuda_devices == 0) {
+        goto fallback;  // the general path says there is no GPU
+    }
+
+    cudaStream_t stream;
+    int status = working_stream(fs, kind, device, streams[0], &stream);
+    if (status > 0) goto fallback;
+    if (status < 0) goto error;
+    if (kind == KIND_CUPY) {  // cupy.empty allocates on the current device
+        int current;
+        if (cudaGetDevice(&current) != cudaSuccess || current != device) {
+            cudaGetLastError();
+            goto fallback;
+        }
+    }
+
+    // From here on the call is the fast path's: errors are raised, not handed on.
+    if (have[2]) {
+        result = Py_NewRef(objs[2]);
+    } else {
+        PyObject *result_stream = Py_None;  // a DeviceArray result remembers the stream that writes it
+        if (kind == KIND_DEVICE_ARRAY) result_stream = streams[0] == Py_None ? PyLong_FromLong(0) : Py_NewRef(streams[0]);
+        else Py_INCREF(result_stream);
+        if (result_stream == NULL) goto error;
+        result = new_result(st, kind, objs[0], device, m, n, result_stream);
+        Py_DECREF(result_stream);
+        if (result == NULL) goto error;
+        PyObject *unused;
+        status = read_operand(st, kind, result, 1, &ops[2], &unused);
+        Py_XDECREF(unused);
+        if (status != 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "fast path: cannot read the result it made");
+            goto error;
+        }
+        have[2] = 1;
+    }
+    if (kind == KIND_DEVICE_ARRAY) {  // wait for the last writers of the other operands
+        for (int i = 1; i < 4; ++i) {
+            if (streams[i] == NULL || streams[i] == Py_None) continue;
+            void *producer = PyLong_AsVoidPtr(streams[i]);
+            if (producer == NULL && PyErr_Occurred()) goto error;
+            if (canonical_stream((cudaStream_t)producer) == canonical_stream(stream)) continue;
+            const cudaError_t err = order_streams(stream, (cudaStream_t)producer);
+            if (err != cudaSuccess) {
+                raise_cuda_error(st, err, "ordering two streams");
+                goto error;
+            }
+        }
+    }
+    if (run_gemm(st, &kernel, ops, count, alpha, beta, stream) < 0) goto error;
+    answer = result;
+    result = NULL;
+    goto cleanup;
+
+fallback:
+    answer = Py_NewRef(Py_NotImplemented);
+    goto cleanup;
+error:
+    answer = NULL;
+cleanup:
+    Py_XDECREF(result);
+    for (int i = 0; i < 4; ++i) {
+        Py_XDECREF(streams[i]);
+        if (have[i]) release_operand(&ops[i]);
+    }
+    return answer;
+}

@@ -1,0 +1,263 @@
+"""The per-call path: the C fast path (csrc/fast_call.c) for torch tensors, CuPy arrays, DeviceArrays and NumPy
+arrays, the general path behind it, the streams each waits on, and CUDA graph capture."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fastsgemm
+from fastsgemm import _sgemm
+from conftest import assert_close, random_matrix, reference, tolerance
+
+FAST_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3:mma.sync", "naive"]
+
+
+def fast_call(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
+    """sgemm through the fast path alone: fails the test if it declines the call."""
+    result = _sgemm.sgemm_fast(A, B, C, out, alpha, beta, kernel)
+    assert result is not NotImplemented, "the fast path declined a call it should take"
+    return result
+
+
+def test_fast_path_takes_numpy_arrays(rng):
+    A, B, C = random_matrix(rng, 33, 17), random_matrix(rng, 17, 9), random_matrix(rng, 33, 9)
+    result = fast_call(A, B, kernel="cpu")
+    assert type(result) is np.ndarray and result.shape == (33, 9)
+    assert_close(result, reference(A, B), what="fast path, numpy")
+    out = np.full((33, 9), np.nan, np.float32)
+    assert fast_call(A, B, C, alpha=0.5, beta=2, out=out, kernel="cpu") is out
+    assert_close(out, reference(A, B, C, 0.5, 2.0), what="fast path, numpy, out= and C")
+    assert_close(fast_call(A.T.copy().T, B, kernel="cpu"), reference(A, B), what="fast path, numpy, column-major A")
+
+
+def test_fast_path_declines_what_the_general_path_must_explain(rng):
+    """Everything unusual is handed back untouched (NotImplemented), and sgemm then raises or runs it."""
+    A, B = random_matrix(rng, 4, 3), random_matrix(rng, 3, 5)
+    out = np.zeros((4, 5), np.float32)
+    overlapping = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), (4, 5), (4, 4), writeable=True)
+    declined = [
+        (A.astype(np.float64), B, None, None, 1.0, 0.0, "cpu"),  # dtype
+        (A, B.T, None, None, 1.0, 0.0, "cpu"),  # shapes
+        (A, B, None, None, 1.0, 0.0, "bogus"),  # kernel name
+        (A, B, None, out[:, :4], 1.0, 0.0, "cpu"),  # out shape
+        (A, B, None, None, 1.0, 2.0, "cpu"),  # beta without C
+        (A, B, None, None, np.float32(1.0), 0.0, "cpu"),  # a NumPy scalar: the general path converts it
+        (A, B, None, overlapping, 1.0, 0.0, "cpu"),  # out's elements overlap
+        (np.ma.masked_array(A), B, None, None, 1.0, 0.0, "cpu"),  # an ndarray subclass
+        (A[None], B, None, None, 1.0, 0.0, "cpu"),  # 3-D
+    ]
+    for args in declined:
+        assert _sgemm.sgemm_fast(*args) is NotImplemented, args[-1]
+    readonly = np.zeros((4, 5), np.float32)
+    readonly.setflags(write=False)
+    assert _sgemm.sgemm_fast(A, B, None, readonly, 1.0, 0.0, "cpu") is NotImplemented
+    with pytest.raises(ValueError, match="read-only"):
+        fastsgemm.sgemm(A, B, out=readonly, kernel="cpu")
+
+
+# ---- device operands ----
+
+
+def device_kinds():
+    kinds = ["fastsgemm"]
+    for name in ("torch", "cupy"):
+        try:
+            __import__(name)
+            kinds.append(name)
+        except ImportError:
+            pass
+    return kinds
+
+
+def to_kind(kind, x):
+    if kind == "torch":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+    if kind == "cupy":
+        import cupy
+
+        return cupy.asarray(x)
+    return fastsgemm.to_device(np.ascontiguousarray(x))
+
+
+def to_host(x):
+    if isinstance(x, fastsgemm.DeviceArray):
+        return x.numpy()
+    if type(x).__module__.startswith("torch"):
+        return x.cpu().numpy()
+    import cupy
+
+    return cupy.asnumpy(x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", FAST_KERNELS)
+@pytest.mark.parametrize("kind", ["fastsgemm", "torch", "cupy"])
+def test_fast_path_takes_device_arrays(kind, kernel, rng):
+    if kind not in device_kinds():
+        pytest.skip(f"{kind} is not installed")
+    m, n, k = 70, 45, 33
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    a, b, c = to_kind(kind, A), to_kind(kind, B), to_kind(kind, C)
+    result = fast_call(a, b, kernel=kernel)
+    assert type(result) is type(a)
+    assert_close(to_host(result), reference(A, B), tol=tolerance(kernel), what=f"{kind} {kernel}")
+    out = to_kind(kind, np.full((m, n), np.nan, np.float32))
+    assert fast_call(a, b, c, alpha=-1.5, beta=0.5, out=out, kernel=kernel) is out
+    assert_close(to_host(out), reference(A, B, C, -1.5, 0.5), tol=tolerance(kernel), what=f"{kind} {kernel} out=, C")
+    if kind != "fastsgemm":  # a transposed view reaches the kernel without a copy
+        assert_close(to_host(fast_call(b.T, a.T, kernel=kernel)), reference(B.T, A.T), tol=tolerance(kernel),
+                     what=f"{kind} {kernel} transposed views")
+
+
+@pytest.mark.gpu
+def test_fast_path_declines_mixed_and_foreign_operands(rng):
+    torch = pytest.importorskip("torch")
+    A, B = random_matrix(rng, 8, 6), random_matrix(rng, 6, 4)
+    a = torch.from_numpy(A).cuda()
+    assert _sgemm.sgemm_fast(a, fastsgemm.to_device(B), None, None, 1.0, 0.0, "auto") is NotImplemented
+    assert _sgemm.sgemm_fast(a, torch.from_numpy(B), None, None, 1.0, 0.0, "auto") is NotImplemented  # CPU tensor
+    assert _sgemm.sgemm_fast(a.double(), a.double().T, None, None, 1.0, 0.0, "auto") is NotImplemented
+    # ...and the general path still computes the mixed call.
+    assert_close(fastsgemm.sgemm(a, fastsgemm.to_device(B)).cpu().numpy(), reference(A, B), what="torch A, DeviceArray B")
+
+
+class ForeignInterface:
+    """A producer that is none of the fast path's kinds: __cuda_array_interface__ v3 with its own stream."""
+
+    def __init__(self, array, stream):
+        self.array, self.stream = array, stream
+
+    @property
+    def __cuda_array_interface__(self):
+        interface = dict(self.array.__cuda_array_interface__)
+        interface["stream"] = self.stream
+        return interface
+
+
+@pytest.mark.gpu
+def test_producer_stream_that_differs_from_the_working_stream(rng):
+    """B is still being written on a producer stream when the call is made: the call waits for it, on the GPU.
+    Both the fast path (DeviceArray operands) and the general path (a foreign __cuda_array_interface__ naming its
+    stream) must order the GEMM after the producer's work."""
+    torch = pytest.importorskip("torch")
+    n = 2048
+    X = random_matrix(rng, n, n)
+    A = random_matrix(rng, n, n)
+    for route in ("fast", "general"):
+        producer = torch.cuda.Stream()
+        x = fastsgemm.to_device(X)
+        b = fastsgemm.DeviceArray.empty((n, n))
+        # A slow product on the producer stream writes B (naive at 2048^3 takes tens of milliseconds).
+        with torch.cuda.stream(producer):
+            fastsgemm.sgemm_raw(n, n, n, 1.0, x.ptr, n, x.ptr, n, 0.0, b.ptr, n, kernel="naive",
+                                stream=producer.cuda_stream)
+        b._stream = producer.cuda_stream  # B's last writer, as a DeviceArray records it
+        a = fastsgemm.to_device(A)  # its last writer: the legacy default stream
+        if route == "fast":
+            result = fast_call(a, b, kernel="cublas")
+        else:
+            result = fastsgemm.sgemm(a, ForeignInterface(b, producer.cuda_stream), kernel="cublas")
+        expected = reference(A, reference(X, X).astype(np.float32))
+        assert_close(result.numpy(), expected, tol=1e-4, what=f"{route} path after a producer stream")
+
+
+# ---- CUDA graphs ----
+
+GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3:mma.sync", "tf32"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", GRAPH_KERNELS)
+def test_torch_graph_capture_and_replay(kernel, rng):
+    torch = pytest.importorskip("torch")
+    m, n, k = 256, 192, 320
+    a = torch.from_numpy(random_matrix(rng, m, k)).cuda()
+    b = torch.from_numpy(random_matrix(rng, k, n)).cuda()
+    out = torch.full((m, n), float("nan"), device="cuda")
+    fastsgemm.sgemm(a, b, out=out, kernel=kernel)  # warm: handles and pools exist before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fastsgemm.sgemm(a, b, out=out, kernel=kernel)
+    for _ in range(2):  # fresh inputs, copied into the captured buffers, then replayed
+        A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+        a.copy_(torch.from_numpy(A))
+        b.copy_(torch.from_numpy(B))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out.cpu().numpy(), reference(A, B), tol=tolerance(kernel), what=f"{kernel} graph replay")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["auto", "cublas", "tf32x3"])
+def test_cupy_stream_capture_and_replay(kernel, rng):
+    cupy = pytest.importorskip("cupy")
+    m, n, k = 200, 96, 128
+    a, b = cupy.asarray(random_matrix(rng, m, k)), cupy.asarray(random_matrix(rng, k, n))
+    out = cupy.full((m, n), cupy.nan, cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        fastsgemm.sgemm(a, b, out=out, kernel=kernel)
+        stream.synchronize()
+        stream.begin_capture()
+        fastsgemm.sgemm(a, b, out=out, kernel=kernel)
+        graph = stream.end_capture()
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    a.set(A)
+    b.set(B)
+    out.fill(cupy.nan)
+    graph.launch(stream)
+    stream.synchronize()
+    assert_close(cupy.asnumpy(out), reference(A, B), tol=tolerance(kernel), what=f"{kernel} CuPy graph replay")
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["cublas", "tf32x3", "auto"])
+def test_cold_capture(kernel):
+    """The call inside the capture is the process's first use of cuBLAS and of the workspace pool."""
+    pytest.importorskip("torch")
+    done = run_python(f"""
+        import numpy as np, torch, fastsgemm
+        rng = np.random.default_rng(1)
+        A = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
+        B = rng.uniform(-1, 1, (200, 100)).astype(np.float32)
+        a, b = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+        out = torch.full((300, 100), float("nan"), device="cuda")
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fastsgemm.sgemm(a, b, out=out, kernel={kernel!r})
+        graph.replay()
+        torch.cuda.synchronize()
+        error = np.linalg.norm(out.cpu().numpy() - A.astype(np.float64) @ B) / np.linalg.norm(A.astype(np.float64) @ B)
+        print("ERROR", error)
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    error = float(done.stdout.split("ERROR")[1])
+    assert error < tolerance(kernel), error
+
+
+@pytest.mark.gpu
+def test_dlpack_input_inside_a_capture_is_refused_before_the_stream_is_touched(rng):
+    torch = pytest.importorskip("torch")
+    from test_device_arrays import DLPackOnly
+
+    A, B = random_matrix(rng, 64, 32), random_matrix(rng, 32, 16)
+    a, b = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    out = torch.full((64, 16), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="DLPack.*captur"):
+        with torch.cuda.graph(graph):
+            fastsgemm.sgemm(DLPackOnly(a), DLPackOnly(b), out=out, kernel="cublas")
+    # The capture ended cleanly (no invalidated stream), and the process's CUDA state is intact.
+    assert_close(fastsgemm.sgemm(a, b, kernel="cublas").cpu().numpy(), reference(A, B), what="after the refused capture")
