@@ -26,10 +26,10 @@ from . import _tuning
 from ._api import ERROR_BOUND, _parse_kernel
 from .bench import SLOW_RUNG_LIMIT, git_commit, parse_shape, progress
 
-SQUARES = [[n] * 3 for n in (128, 256, 512, 1024, 2048, 4096, 8192, 16384)]
+SQUARES = [[n] * 3 for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)]
 # Beyond the squares: sizes that are not multiples of 4 (no 16-byte loads), tall-and-skinny and wide
-# results, a small K (little work per output) and long K (the ladder's rungs split K > 4096 into slices for
-# accuracy, run one after another, which costs most where M x N is small).
+# results, a small K (little work per output) and long K with small and large results (the ladder's rungs
+# split K > 4096 into slices for accuracy, all in one launch, then sum them in order).
 OTHER_SHAPES = [
     [1000, 1000, 1000],
     [4095, 4097, 4093],
@@ -37,7 +37,9 @@ OTHER_SHAPES = [
     [65536, 64, 1024],
     [256, 32768, 2048],
     [8192, 8192, 256],
+    [64, 64, 8192],
     [256, 256, 16384],
+    [128, 128, 65536],
     [1024, 1024, 32768],
     [4096, 4096, 16384],
 ]
