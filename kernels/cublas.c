@@ -32,8 +32,14 @@
 
 typedef struct thread_handle {
     cublasHandle_t handle;
+    void *workspace; /* the handle's own workspace (kWorkspaceBytes), set with cublasSetWorkspace */
     int device;
 } thread_handle;
+
+/* A workspace of our own for each handle: cuBLAS then never allocates one
+ * during a call, which a CUDA graph capture would forbid, and keeps no
+ * per-call workspace bookkeeping. 32 MiB is what cuBLAS asks for on Hopper. */
+enum { kWorkspaceBytes = 32 << 20 };
 
 static pthread_key_t handle_key;
 static pthread_once_t handle_key_once = PTHREAD_ONCE_INIT;
@@ -41,6 +47,7 @@ static pthread_once_t handle_key_once = PTHREAD_ONCE_INIT;
 static void destroy_thread_handle(void *p) {
     thread_handle *th = p;
     cublasDestroy(th->handle);  // at thread exit there is no one to tell of a failure
+    if (th->workspace != NULL) cudaFree(th->workspace);
     free(th);
 }
 
@@ -79,20 +86,27 @@ static cudaError_t get_handle(cublasHandle_t *out) {
     } else {
         cublasDestroy(th->handle);  // made for another device
         th->handle = NULL;
+        if (th->workspace != NULL) cudaFree(th->workspace);
+        th->workspace = NULL;
     }
-    // Creating a handle allocates device memory. A first call made inside a stream capture (torch.cuda.graph)
-    // would have that allocation invalidate the capture in its default mode; relaxed mode lets this thread's
-    // allocation through without it joining the graph. The mode is this thread's, restored right after.
+    // Creating a handle and its workspace allocates device memory. A first call made inside a stream capture
+    // (torch.cuda.graph) would have that invalidate the capture in its default mode; relaxed mode lets this
+    // thread's allocations through without them joining the graph. The mode is this thread's, restored after.
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&mode);
     cublasStatus_t s = cublasCreate(&th->handle);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(th->handle, CUBLAS_DEFAULT_MATH);
+    cudaError_t alloc = s == CUBLAS_STATUS_SUCCESS ? cudaMalloc(&th->workspace, kWorkspaceBytes) : cudaSuccess;
+    if (alloc != cudaSuccess) th->workspace = NULL;
+    if (s == CUBLAS_STATUS_SUCCESS && th->workspace != NULL)
+        s = cublasSetWorkspace(th->handle, th->workspace, kWorkspaceBytes);
     cudaThreadExchangeStreamCaptureMode(&mode);
-    if (s != CUBLAS_STATUS_SUCCESS) {
+    if (s != CUBLAS_STATUS_SUCCESS || alloc != cudaSuccess) {
         if (th->handle != NULL) cublasDestroy(th->handle);
+        if (th->workspace != NULL) cudaFree(th->workspace);
         free(th);
         pthread_setspecific(handle_key, NULL);
-        return cuda_error_of(s);
+        return alloc != cudaSuccess ? alloc : cuda_error_of(s);
     }
     th->device = device;
     pthread_setspecific(handle_key, th);
