@@ -21,9 +21,25 @@ namespace {
 
 constexpr int kBlockSide = 32;
 
+/* The slice's problem with its moved pointers hidden from the optimizer
+ * (still known to be global memory). Seeing this_slice's 64-bit advance,
+ * nvcc folds it into every load's address: a 64-bit add per load and four
+ * more live registers, and at the 32 registers this kernel gets (two blocks
+ * of 1024 threads per SM) the loop then kept fewer loads in flight and ran at
+ * half its speed (benchmarks/NOTES.md, "the split-K regression"). Hidden,
+ * the advance is computed once. Not done for every rung in common.cuh: the
+ * tiled rungs need the registers it pins, and spilled with it. */
+__device__ __forceinline__ fsg_gemm with_opaque_pointers(fsg_gemm g) {
+    asm("" : "+l"(g.a), "+l"(g.b), "+l"(g.d));
+    __builtin_assume(__isGlobal(g.a));
+    __builtin_assume(__isGlobal(g.b));
+    __builtin_assume(__isGlobal(g.d));
+    return g;
+}
+
 template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void coalesced_sgemm_kernel(fsg_gemm problem) {
-    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const fsg_gemm g = with_opaque_pointers(fsg::this_slice(problem));  // split-K: this block's K-slice (common.cuh)
     const Index col = (Index)blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads, consecutive columns
     const Index row = (Index)blockIdx.y * blockDim.y + threadIdx.y;
     if (row >= Index(g.m) || col >= Index(g.n)) return;

@@ -64,15 +64,6 @@ __device__ __forceinline__ fsg_gemm this_slice(const fsg_gemm &problem) {
     g.b += problem.b_trans ? k0 : k0 * problem.ldb;           // row-major B: likewise
     g.k = problem.k_slice > 0 && problem.k - k0 > problem.k_slice ? problem.k_slice : problem.k - k0;
     g.d += z * problem.m * problem.ldd;
-    // Hide the moved pointers from the optimizer (they still point to global
-    // memory). Seeing the advance, nvcc folds it into each load's address:
-    // 64-bit adds and extra live registers in the k-loop. Rung 2, held at 32
-    // registers, then kept fewer loads in flight and ran at half its speed;
-    // the mma.sync kernels' 64-bit-index instantiations spilled (NOTES.md).
-    asm("" : "+l"(g.a), "+l"(g.b), "+l"(g.d));
-    __builtin_assume(__isGlobal(g.a));
-    __builtin_assume(__isGlobal(g.b));
-    __builtin_assume(__isGlobal(g.d));
     return g;
 }
 

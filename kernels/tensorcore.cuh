@@ -122,6 +122,19 @@ struct MmaTiling {
     }
 };
 
+/* g with its A and B pointers hidden from the optimizer, though still known
+ * to point to global memory. Seeing this_slice's advance (k0 * ld for a
+ * column-major A or a row-major B), nvcc folds it into the kernel's own
+ * address arithmetic and needs more registers for it: the 64-bit-index
+ * instantiations below, at 246-249 of their 255, spilled. Hidden, they take
+ * what they took before split-K was added (within 2). */
+__device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
+    asm("" : "+l"(g.a), "+l"(g.b));
+    __builtin_assume(__isGlobal(g.a));
+    __builtin_assume(__isGlobal(g.b));
+    return g;
+}
+
 /* The kernel both tensor-core rungs run. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
@@ -129,7 +142,7 @@ struct MmaTiling {
  */
 template <typename Cfg, typename Math, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) mma_sgemm_kernel(fsg_gemm problem) {
-    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const fsg_gemm g = opaque_operands(this_slice(problem));  // split-K: this block's K-slice (common.cuh)
     constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kStages = Cfg::kStages, kThreads = Cfg::kThreads;
     constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
     using TileA = SmemTile<kBM, kBK, A_TRANS, false>;
