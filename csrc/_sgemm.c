@@ -90,24 +90,6 @@ void release_operand(operand *op) {
     op->has_view = 0;
 }
 
-/* The device that owns device memory at `p`; a clear error if it is not
- * device memory. */
-static int device_of_pointer(module_state *st, const void *p, const char *name, int *device) {
-    struct cudaPointerAttributes attr;
-    cudaError_t err = cudaPointerGetAttributes(&attr, p);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        raise_cuda_error(st, err, "cudaPointerGetAttributes");
-        return -1;
-    }
-    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-        PyErr_Format(PyExc_ValueError, "%s: pointer %p is not CUDA device or managed memory", name, p);
-        return -1;
-    }
-    *device = attr.device;
-    return 0;
-}
-
 /* Reads one operand: a device tuple or a host buffer of float32. */
 int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op) {
     memset(op, 0, sizeof *op);
@@ -124,13 +106,7 @@ int parse_operand(module_state *st, PyObject *obj, const char *name, int writabl
         }
         op->mat = (fsg_matrix){.ptr = (float *)(uintptr_t)ptr, .rows = rows, .cols = cols, .rs = rs, .cs = cs,
                                .side = FSG_DEVICE};
-        if (rows > 0 && cols > 0) {
-            if (ptr % sizeof(float) != 0) {
-                PyErr_Format(PyExc_ValueError, "%s: device pointer 0x%llx is not 4-byte aligned", name, ptr);
-                return -1;
-            }
-            if (device_of_pointer(st, (void *)(uintptr_t)ptr, name, &op->device) < 0) return -1;
-        }
+        if (rows > 0 && cols > 0 && check_device_operand(st, &op->mat, name, &op->device) < 0) return -1;
         return 0;
     }
 
@@ -248,6 +224,13 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
         PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
         return -1;
     }
+    if (fsg_elements_overlap(out)) {  // every element would receive whichever write came last
+        PyErr_Format(PyExc_ValueError,
+                     "out's elements overlap: shape (%lld, %lld) with strides (%lld, %lld) elements names some "
+                     "memory twice; pass an out whose elements are distinct",
+                     (long long)out->rows, (long long)out->cols, (long long)out->rs, (long long)out->cs);
+        return -1;
+    }
     int device = -1;
     for (int i = 0; i < count; ++i) {
         if (ops[i].mat.side != a->side) {
@@ -274,9 +257,18 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
     int previous_device;
     if (enter_device(st, device, &previous_device) < 0) return -1;
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = fsg_run_gemm(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream);
-    Py_END_ALLOW_THREADS
+    if (rung->device == FSG_DEVICE_CPU) {
+        // Host work can take minutes: run in panels so that Ctrl-C stops it (csrc/interruptible.c).
+        if (run_host_gemm_interruptible(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream,
+                                        &err) < 0) {
+            leave_device(previous_device);
+            return -1;
+        }
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        err = fsg_run_gemm(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream);
+        Py_END_ALLOW_THREADS
+    }
     leave_device(previous_device);
     if (err != cudaSuccess) {
         char what[128];
@@ -298,8 +290,9 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     operand ops[4]; /* a, b, out, c */
     int parsed = 0;
-    const char *names[4] = {"A", "B", "out", "C"};
     PyObject *objs[4] = {args[1], args[2], args[4], args[3]};
+    // sgemm_raw's C is its output: one object passed as both, named as its caller knows it.
+    const char *names[4] = {"A", "B", args[3] == args[4] ? "C" : "out", "C"};
 
     kernel_choice kernel;
     if (parse_kernel(args[0], &kernel) < 0) goto exit;
@@ -528,7 +521,8 @@ static PyObject *pointer_device(PyObject *module, PyObject *arg) {
     void *p = PyLong_AsVoidPtr(arg);
     if (p == NULL && PyErr_Occurred()) return NULL;
     int device;
-    if (device_of_pointer(get_state(module), p, "pointer", &device) < 0) return NULL;
+    const fsg_matrix one = {.ptr = p, .rows = 1, .cols = 1, .rs = 1, .cs = 1, .side = FSG_DEVICE};
+    if (check_device_operand(get_state(module), &one, "pointer", &device) < 0) return NULL;
     return PyLong_FromLong(device);
 }
 
@@ -713,6 +707,9 @@ static void holder_destructor(PyObject *holder) {
         PyErr_Clear();
         return;
     }
+    // A producer's deleter may run Python code, which must neither see nor swallow an exception being raised.
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
     if (versioned) {
         DLManagedTensorVersioned *t = managed;
         if (t->deleter != NULL) t->deleter(t);
@@ -720,6 +717,44 @@ static void holder_destructor(PyObject *holder) {
         DLManagedTensor *t = managed;
         if (t->deleter != NULL) t->deleter(t);
     }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(NULL);  // a deleter that failed: reported, not raised
+    PyErr_Restore(type, value, traceback);
+}
+
+/* Whether the fields of an imported tensor can be read as fastsgemm reads
+ * them; if not, ValueError naming the field. Runs before anything is read
+ * through the tensor's pointers. */
+static int check_dltensor(const DLTensor *t) {
+    enum { kMaxDims = 64 };  // far past any matrix stack; bounds what a corrupt ndim makes us read
+    if (t->ndim < 0 || t->ndim > kMaxDims) {
+        PyErr_Format(PyExc_ValueError, "DLPack tensor: ndim is %d, expected 0 to %d", (int)t->ndim, kMaxDims);
+        return -1;
+    }
+    if (t->ndim > 0 && t->shape == NULL) {
+        PyErr_Format(PyExc_ValueError, "DLPack tensor: shape is NULL for a %d-D tensor", (int)t->ndim);
+        return -1;
+    }
+    int64_t elements = 1;
+    for (int i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "DLPack tensor: shape[%d] is %lld, negative", i, (long long)t->shape[i]);
+            return -1;
+        }
+        if (__builtin_mul_overflow(elements, t->shape[i], &elements)) {
+            PyErr_SetString(PyExc_ValueError, "DLPack tensor: shape has more elements than 64 bits can count");
+            return -1;
+        }
+    }
+    if (t->data == NULL && elements > 0) {
+        PyErr_Format(PyExc_ValueError, "DLPack tensor: data is NULL for a tensor of %lld elements", (long long)elements);
+        return -1;
+    }
+    if (t->byte_offset > (uint64_t)INT64_MAX || (uintptr_t)t->data + (uintptr_t)t->byte_offset < (uintptr_t)t->data) {
+        PyErr_Format(PyExc_ValueError, "DLPack tensor: byte_offset %llu runs past the end of the address space",
+                     (unsigned long long)t->byte_offset);
+        return -1;
+    }
+    return 0;
 }
 
 /* dlpack_import(capsule) -> (holder, pointer, shape, strides, device_type,
@@ -754,6 +789,7 @@ static PyObject *dlpack_import(PyObject *module, PyObject *capsule) {
         t = &((DLManagedTensor *)managed)->dl_tensor;
     }
 
+    // From here the holder owns the tensor: on any failure below, its destructor hands it back to the producer.
     PyObject *holder = PyCapsule_New(managed, kHolderName, holder_destructor);
     if (holder == NULL) return NULL;
     if (PyCapsule_SetContext(holder, versioned ? (void *)1 : NULL) < 0 ||
@@ -763,7 +799,10 @@ static PyObject *dlpack_import(PyObject *module, PyObject *capsule) {
         return NULL;
     }
 
-    PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
+    PyObject *shape = NULL, *strides = NULL;
+    if (check_dltensor(t) < 0) goto fail;
+    shape = PyTuple_New(t->ndim);
+    strides = PyTuple_New(t->ndim);
     if (shape == NULL || strides == NULL) goto fail;
     int64_t compact = 1;
     for (int i = t->ndim - 1; i >= 0; --i) {

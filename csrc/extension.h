@@ -75,6 +75,14 @@ typedef struct operand {
 int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op);
 void release_operand(operand *op);
 
+/* Checks a device operand before any work touches it (csrc/allocation.c): its
+ * pointer is 4-byte aligned device or managed memory, and every byte its
+ * shape and strides name lies inside the allocation the pointer belongs to.
+ * Sets *device to the allocation's device. Returns 0, or -1 with ValueError
+ * (naming the operand, the span it claims and the allocation's size) or
+ * CudaError set. Matrices with no elements must not be passed. */
+int check_device_operand(module_state *st, const fsg_matrix *m, const char *name, int *device);
+
 /* Later work on `consumer` waits for the work queued so far on `producer`
  * (nothing to do when they are one stream). */
 cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer);
@@ -100,6 +108,15 @@ PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what);
  * released, on the operands' device. Returns 0, or -1 with an exception set. */
 int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
              cudaStream_t stream);
+
+/* fsg_run_gemm for a host (cpu) rung, called with the GIL held: in column
+ * panels of out, each with the GIL released, Ctrl-C and other signals checked
+ * between them (csrc/interruptible.c). Returns 0 with fsg_run_gemm's result in
+ * *result, or -1 with the exception a signal handler raised set; out then holds
+ * the result in the panels that finished and its old values elsewhere. */
+int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
+                                const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
+                                cudaStream_t stream, cudaError_t *result);
 
 /* ---- the fast path (csrc/fast_call.c) ---- */
 

@@ -241,7 +241,8 @@ done:
     return status;
 }
 
-static int read_cupy(fast_state *fs, PyObject *obj, operand *op) {
+static int read_cupy(module_state *st, PyObject *obj, operand *op) {
+    fast_state *fs = &st->fast;
     int status = 1;
     PyObject *dtype = NULL, *shape = NULL, *strides = NULL, *data = NULL, *ptr = NULL, *device = NULL;
     int64_t rows, cols, rs, cs, address, device_id;
@@ -257,6 +258,12 @@ static int read_cupy(fast_state *fs, PyObject *obj, operand *op) {
         long_of(device, &device_id) || rs % 4 != 0 || cs % 4 != 0 || address % 4 != 0)
         goto done;
     set_device_matrix(op, address, rows, cols, rs / 4, cs / 4, (int)device_id);
+    // CuPy does not check a view against its memory (cupy.lib.stride_tricks.as_strided), so the driver is asked,
+    // as for any other array (csrc/allocation.c). Torch checks its own views against their storage.
+    int checked_device;
+    if (rows > 0 && cols > 0 && (check_device_operand(st, &op->mat, "operand", &checked_device) < 0 ||
+                                 checked_device != op->device))
+        goto done;  // the general path raises the error, naming the operand
     status = 0;
 done:
     if (PyErr_Occurred()) PyErr_Clear();
@@ -280,6 +287,8 @@ static int read_device_array(module_state *st, PyObject *obj, operand *op, PyObj
     if (buffer == NULL || Py_TYPE(buffer) != st->device_buffer || *stream == NULL || pair_of(shape, &rows, &cols))
         goto done;
     const DeviceBuffer *db = (const DeviceBuffer *)buffer;
+    if (rows < 0 || cols < 0 || rows > db->nbytes / 4 || (cols > 0 && rows > db->nbytes / 4 / cols))
+        goto done;  // a shape its buffer cannot hold (DeviceArray.__init__ refuses it; its attributes can be reassigned)
     set_device_matrix(op, (int64_t)(uintptr_t)db->ptr, rows, cols, cols, 1, db->device);
     status = 0;
 done:
@@ -356,40 +365,6 @@ PyObject *forget_auto_choices(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* ---- overlap inside one view ---- */
-
-static int64_t gcd64(int64_t x, int64_t y) {
-    while (y != 0) {
-        const int64_t t = x % y;
-        x = y;
-        y = t;
-    }
-    return x;
-}
-
-/* Whether two different elements of a 2-D view share an address. With
- * strides s1 <= s2 (absolute values) over extents n1 and n2, elements
- * (i, j) and (i + di, j - dj) coincide when di s1 = dj s2; the smallest
- * nonzero solution is di = s2 / g, dj = s1 / g with g = gcd(s1, s2). */
-static int elements_overlap(const fsg_matrix *m) {
-    int64_t s1 = m->rs < 0 ? -m->rs : m->rs, n1 = m->rows, s2 = m->cs < 0 ? -m->cs : m->cs, n2 = m->cols;
-    if (n1 <= 1 || n2 <= 1) {
-        const int64_t stride = n1 > 1 ? s1 : s2, extent = n1 > 1 ? n1 : n2;
-        return extent > 1 && stride == 0;
-    }
-    if (s1 > s2) {
-        int64_t t = s1;
-        s1 = s2;
-        s2 = t;
-        t = n1;
-        n1 = n2;
-        n2 = t;
-    }
-    if (s1 == 0) return 1;
-    const int64_t g = gcd64(s1, s2);
-    return s2 / g < n1 && s1 / g < n2;
-}
-
 /* ---- sgemm_fast(A, B, C, out, alpha, beta, kernel) ---- */
 
 static int real_of(PyObject *obj, double *value) {
@@ -439,7 +414,7 @@ static int read_operand(module_state *st, operand_kind kind, PyObject *obj, int 
     switch (kind) {
     case KIND_NUMPY: return read_numpy(st, obj, writable, op);
     case KIND_TORCH: return read_torch(&st->fast, obj, op);
-    case KIND_CUPY: return read_cupy(&st->fast, obj, op);
+    case KIND_CUPY: return read_cupy(st, obj, op);
     case KIND_DEVICE_ARRAY: return read_device_array(st, obj, op, stream);
     default: return 1;
     }
@@ -505,7 +480,6 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         if (ops[i].device != device) goto fallback;
         if (i >= 2 && (ops[i].mat.rows != m || ops[i].mat.cols != n)) goto fallback;
     }
-    if (have[2] && elements_overlap(&ops[2].mat)) goto fallback;
 
     // The kernel: "auto" (a GPU is needed: without one the general path warns and runs the cpu rung), or a name.
     if (fs->cuda_devices < 0) {

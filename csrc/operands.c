@@ -66,7 +66,40 @@ bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y) {
     return xlo < yhi && ylo < xhi;
 }
 
-static bool same_view(const fsg_matrix *x, const fsg_matrix *y) {
+/* |x|, with -2^63 (a stride no memory can have) counted as 2^63 - 1. */
+static int64_t magnitude(int64_t x) { return x >= 0 ? x : x == INT64_MIN ? INT64_MAX : -x; }
+
+static int64_t gcd64(int64_t x, int64_t y) {
+    while (y != 0) {
+        const int64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* With strides s1 <= s2 (absolute values) over extents n1 and n2, elements
+ * (i, j) and (i + di, j -/+ dj) coincide when di s1 = dj s2; the smallest
+ * nonzero solution is di = s2 / g, dj = s1 / g with g = gcd(s1, s2), so the
+ * view overlaps itself exactly when that solution fits in its extents. */
+bool fsg_elements_overlap(const fsg_matrix *m) {
+    int64_t s1 = magnitude(m->rs), n1 = m->rows, s2 = magnitude(m->cs), n2 = m->cols;
+    if (n1 == 0 || n2 == 0) return false;
+    if (n1 == 1 || n2 == 1) return (n1 > 1 && s1 == 0) || (n2 > 1 && s2 == 0);  // a row or a column
+    if (s1 > s2) {
+        int64_t t = s1;
+        s1 = s2;
+        s2 = t;
+        t = n1;
+        n1 = n2;
+        n2 = t;
+    }
+    if (s1 == 0) return true;
+    const int64_t g = gcd64(s1, s2);
+    return s2 / g < n1 && s1 / g < n2;
+}
+
+bool fsg_same_view(const fsg_matrix *x, const fsg_matrix *y) {
     if (x->ptr != y->ptr || x->rows != y->rows || x->cols != y->cols || x->side != y->side) return false;
     int64_t ldx, ldy;
     const fsg_layout lx = fsg_classify(x, &ldx), ly = fsg_classify(y, &ldy);
@@ -317,7 +350,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
 
     int64_t out_ld;
     const fsg_layout out_layout = fsg_classify(out, &out_ld);
-    const bool c_is_out = c != NULL && same_view(c, out);
+    const bool c_is_out = c != NULL && fsg_same_view(c, out);
     const bool direct = out->side == work && out_layout != FSG_OTHER_LAYOUT && !fsg_overlap(out, a) &&
                         !fsg_overlap(out, b) && (c == NULL || c_is_out || !fsg_overlap(out, c));
     fsg_matrix d = *out;
@@ -330,7 +363,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
 
     if (beta != 0.0f) {
         int64_t ldc;
-        if (c->side == work && fsg_classify(c, &ldc) == d_layout && (same_view(c, &d) || !fsg_overlap(c, &d))) {
+        if (c->side == work && fsg_classify(c, &ldc) == d_layout && (fsg_same_view(c, &d) || !fsg_overlap(c, &d))) {
             g.c = c->ptr;
             g.ldc = ldc;
         } else {

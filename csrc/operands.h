@@ -32,6 +32,14 @@ fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld);
 /* Whether the memory spans of two views intersect. */
 bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y);
 
+/* Whether two views are one: the same memory in the same layout (C given as
+ * out itself is BLAS's in-place update, not an alias). */
+bool fsg_same_view(const fsg_matrix *x, const fsg_matrix *y);
+
+/* Whether two different elements of one view share an address (exact, from
+ * the shape and strides): such a view cannot hold a result. */
+bool fsg_elements_overlap(const fsg_matrix *m);
+
 /* D = alpha * A * B + beta * C into `out`, with `rung` through `launch`: the
  * rung's own launcher or one of its configurations'. C may be NULL only when
  * beta == 0. Every matrix is on one side; a CUDA rung with host matrices

@@ -12,7 +12,8 @@ import numpy as np
 from . import _sgemm
 from . import _tuning
 from ._device_array import DeviceArray
-from ._operands import CUDA, HOST, describe, empty_like_framework, is_device_array, to_operand, working_stream
+from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, to_operand,
+                        working_stream)
 
 CudaError = _sgemm.CudaError
 
@@ -197,7 +198,9 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     in-place update. `out` (M x N float32, on the inputs' side) receives the result and is returned.
     Otherwise a new matrix is returned: NumPy for host inputs, the inputs' framework for torch and CuPy,
     a fastsgemm.DeviceArray for other device inputs. Device work is queued on the caller's current stream
-    and is not waited for; host inputs are waited for.
+    and is not waited for; host inputs are waited for. A cpu-rung call stopped by Ctrl-C (KeyboardInterrupt
+    between its panels of 256 or more columns) leaves in `out` the result in the panels that finished and
+    the old values in the other columns.
 
     kernel names a rung (see fastsgemm.KERNELS), a rung in another configuration ("warptile:128x256x16",
     see fastsgemm.kernels()), or "auto": the FP32-accurate kernel measured fastest for this shape on this
@@ -234,10 +237,6 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     for op in (c, o):
         if op is not None and op.shape != (m, n):
             raise ValueError(f"{op.name} must have shape {(m, n)} for A {a.shape} @ B {b.shape}, got {op.shape}")
-    if o is not None and o.side == CUDA and m > 1 and n > 1 and 0 in o.core[3:]:
-        raise ValueError("out has a zero stride: its elements overlap")
-    if o is not None and o.side == HOST and m > 1 and n > 1 and 0 in o.core.strides:
-        raise ValueError("out has a zero stride: its elements overlap")
 
     if choice is None:
         choice = _auto_kernel(m, n, k)
@@ -269,6 +268,10 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
     A is M x K (K x M stored, read transposed, when trans_a), B is K x N (likewise trans_b), C is M x N in
     place; leading dimensions are in elements. `stream` is a cudaStream_t as an integer (0: the legacy
     default stream). C is not read when beta == 0. Returns without waiting for the GPU.
+
+    Each matrix the pointers and leading dimensions describe must lie inside the device allocation its
+    pointer belongs to (ValueError otherwise, before anything runs). The stream is checked for plausibility
+    only (0, 1, 2, or an aligned pointer-sized integer): a handle that passes is trusted to be a live stream.
     """
     dims = {"M": M, "N": N, "K": K, "lda": lda, "ldb": ldb, "ldc": ldc}
     for name, value in dims.items():
@@ -279,13 +282,14 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
         if ld < max(1, cols):
             raise ValueError(f"{name}={ld} is smaller than the {cols} elements of a stored row")
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
+    stream = check_stream_handle("stream", stream)
     choice = _resolve_kernel(kernel, on_device=True) or _auto_kernel(M, N, K)
     if _REGISTRY[choice.rung].device != "cuda":
         raise ValueError(f"sgemm_raw takes device pointers; kernel {kernel!r} runs on the host")
     a = (int(A_ptr), M, K, 1, lda) if trans_a else (int(A_ptr), M, K, lda, 1)
     b = (int(B_ptr), K, N, 1, ldb) if trans_b else (int(B_ptr), K, N, ldb, 1)
     c = (int(C_ptr), M, N, ldc, 1)
-    _sgemm.gemm(choice, a, b, c if beta != 0.0 else None, c, alpha, beta, int(stream))
+    _sgemm.gemm(choice, a, b, c, c, alpha, beta, stream)  # C is not read when beta == 0
 
 
 __all__ = [

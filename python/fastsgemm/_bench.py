@@ -9,6 +9,7 @@ The result of the first set is checked once against cuBLAS.
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 import time
 
@@ -33,6 +34,23 @@ def _relative_error(result, reference):
     return float(np.linalg.norm(result - reference) / (norm if norm > 0 else 1.0))
 
 
+def _integer(name, value, least):
+    """value as an int, or TypeError (not an integer; bool is not one here) or ValueError (below `least`) naming
+    the argument and the value."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value!r}")
+    return int(value)
+
+
+def _real_number(name, value):
+    """value as a float, or TypeError naming the argument and the value (bool is a number here, as in sgemm)."""
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
 def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, check=True, seed=0):
     """Times `kernel` on an M x N x K problem; returns a plain dict.
 
@@ -42,8 +60,15 @@ def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, che
     the result against cuBLAS for GPU rungs, against float64 NumPy for the cpu rung (None when
     check=False or for cuBLAS itself). The cpu rung is timed from the host with a wall clock on host arrays.
     """
-    if min(M, N, K) < 1 or repeats < 1 or warmup < 0:
-        raise ValueError("benchmark needs M, N, K >= 1, repeats >= 1 and warmup >= 0")
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a string naming a rung or \"auto\", got {kernel!r} ({type(kernel).__name__})")
+    # Checked here, before any work: a wrong type would otherwise surface as a comparison error deep inside.
+    M, N, K = _integer("M", M, 1), _integer("N", N, 1), _integer("K", K, 1)
+    repeats, warmup, seed = _integer("repeats", repeats, 1), _integer("warmup", warmup, 0), _integer("seed", seed, 0)
+    alpha, beta = _real_number("alpha", alpha), _real_number("beta", beta)
+    if not isinstance(check, (bool, np.bool_)):
+        raise TypeError(f"check must be True or False, got {check!r} ({type(check).__name__})")
+    check = bool(check)
     choice = _resolve_kernel(kernel, on_device=False) or _auto_kernel(M, N, K)
     flops = 2.0 * M * N * K
     if _REGISTRY[choice.rung].device == "cpu":

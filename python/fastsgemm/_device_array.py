@@ -22,8 +22,12 @@ class DeviceArray:
     __slots__ = ("_buffer", "_shape", "_stream", "__weakref__")
 
     def __init__(self, buffer, shape, stream=None):
+        rows, cols = (int(shape[0]), int(shape[1]))
+        if rows < 0 or cols < 0 or rows * cols * 4 > buffer.nbytes:
+            # The C fast path reads a DeviceArray's shape without further checks: it must never outgrow its buffer.
+            raise ValueError(f"shape {(rows, cols)} needs {max(rows * cols * 4, 0)} bytes; the buffer holds {buffer.nbytes}")
         self._buffer = buffer
-        self._shape = (int(shape[0]), int(shape[1]))
+        self._shape = (rows, cols)
         self._stream = stream  # the stream of the last write, for consumers to wait on
 
     @classmethod

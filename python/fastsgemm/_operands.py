@@ -9,6 +9,7 @@ it is misaligned.
 """
 from __future__ import annotations
 
+import numbers
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,11 @@ def _check_2d(name, shape):
 
 
 def _host_operand(name, array, source, writable) -> Operand:
+    if isinstance(array, np.ma.MaskedArray):
+        raise ValueError(
+            f"{name} is a masked array; masks are not supported (a product would drop it): pass {name}.filled(0) "
+            f"or {name}.data"
+        )
     if array.dtype != np.float32:
         raise _dtype_error(name, source, array.dtype)
     _check_2d(name, array.shape)
@@ -73,29 +79,107 @@ def _host_operand(name, array, source, writable) -> Operand:
     return Operand(name, HOST, array.shape, array, source, framework_of(source))
 
 
+# The interface versions whose meaning this reader knows (v3 added 'stream'; earlier ones simply lack it).
+_CAI_VERSIONS = (0, 1, 2, 3)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _int_tuple(name, key, value, length=None):
+    """value as a tuple of ints, or TypeError/ValueError naming the operand and the key."""
+    if not isinstance(value, (tuple, list)) or not all(_is_int(v) for v in value):
+        raise TypeError(f"{name}: __cuda_array_interface__[{key!r}] must be a tuple of integers, got {value!r}")
+    if length is not None and len(value) != length:
+        raise ValueError(
+            f"{name}: __cuda_array_interface__[{key!r}] has {len(value)} entries for a {length}-D shape: {value!r}"
+        )
+    return tuple(int(v) for v in value)
+
+
+def check_stream_handle(what, stream):
+    """A CUDA stream handle given as an integer: 1 and 2 (the interfaces' legacy and per-thread default streams),
+    0 where the caller allows it, else a pointer to the runtime's stream object. A pointer cannot be verified
+    without dereferencing it, which is what crashes on garbage; what can be checked cheaply is checked: that it
+    is an integer, fits in a pointer, is not in the first page (no allocation lives there) and is 8-byte aligned
+    (the runtime's objects are heap-allocated)."""
+    if not _is_int(stream):
+        raise TypeError(f"{what} must be an integer stream handle, got {describe(stream)}")
+    stream = int(stream)
+    if stream in (0, 1, 2):
+        return stream
+    if stream < 0 or stream >= 1 << 64 or stream < 4096 or stream % 8:
+        raise ValueError(f"{what} {stream:#x} is not a CUDA stream handle (0, 1, 2 or a pointer to a stream)")
+    return stream
+
+
+def _read_cai(name, obj) -> dict:
+    """obj's __cuda_array_interface__, every key checked before use."""
+    try:
+        cai = obj.__cuda_array_interface__
+    except Exception as error:
+        raise TypeError(f"{name}: reading __cuda_array_interface__ failed: {error!r}") from error
+    if not isinstance(cai, dict):
+        raise TypeError(f"{name}: __cuda_array_interface__ must be a dict, got {describe(cai)}")
+    for key in ("shape", "typestr", "data", "version"):
+        if key not in cai:
+            raise ValueError(f"{name}: __cuda_array_interface__ has no {key!r} key")
+    version = cai["version"]
+    if not _is_int(version) or version not in _CAI_VERSIONS:
+        raise ValueError(
+            f"{name}: __cuda_array_interface__ version {version!r} is not one fastsgemm reads "
+            f"({', '.join(map(str, _CAI_VERSIONS))})"
+        )
+    shape = _int_tuple(name, "shape", cai["shape"])
+    if any(extent < 0 for extent in shape):
+        raise ValueError(f"{name}: __cuda_array_interface__['shape'] has a negative extent: {shape}")
+    if not isinstance(cai["typestr"], str):
+        raise TypeError(f"{name}: __cuda_array_interface__['typestr'] must be a string, got {cai['typestr']!r}")
+    data = cai["data"]
+    if not isinstance(data, (tuple, list)) or len(data) != 2 or not _is_int(data[0]) or not isinstance(data[1], bool):
+        raise TypeError(
+            f"{name}: __cuda_array_interface__['data'] must be a (pointer: int, read_only: bool) pair, got {data!r}"
+        )
+    if not 0 <= data[0] < 1 << 64:
+        raise ValueError(f"{name}: __cuda_array_interface__['data'] pointer {data[0]} is not an address")
+    strides = cai.get("strides")
+    if strides is not None:
+        strides = _int_tuple(name, "strides", strides, len(shape))
+    stream = cai.get("stream")
+    if stream is not None:
+        if stream == 0 and _is_int(stream):
+            raise ValueError(f"{name}: __cuda_array_interface__ stream 0 is disallowed by the interface (v3)")
+        stream = check_stream_handle(f"{name}: __cuda_array_interface__['stream']", stream)
+    return {"shape": shape, "typestr": cai["typestr"], "data": (int(data[0]), data[1]), "strides": strides,
+            "mask": cai.get("mask"), "stream": stream}
+
+
 def _cai_operand(name, obj, writable) -> Operand:
-    cai = obj.__cuda_array_interface__
-    shape = tuple(cai["shape"])
-    typestr = cai["typestr"]
-    if np.dtype(typestr) != np.float32 or typestr[0] == ">":
-        raise _dtype_error(name, obj, f"{np.dtype(typestr)} (typestr '{typestr}')")
+    cai = _read_cai(name, obj)
+    shape, typestr = cai["shape"], cai["typestr"]
+    try:
+        dtype = np.dtype(typestr)
+    except TypeError:
+        raise TypeError(f"{name}: __cuda_array_interface__['typestr'] {typestr!r} is not a type string") from None
+    if dtype != np.float32 or typestr[0] == ">":
+        raise _dtype_error(name, obj, f"{dtype} (typestr '{typestr}')")
     _check_2d(name, shape)
-    if cai.get("mask") is not None:
+    if cai["mask"] is not None:
         raise ValueError(f"{name} has a mask; masked arrays are not supported")
     ptr, readonly = cai["data"]
     if writable and readonly:
         raise ValueError(f"{name} is read-only")
-    strides = cai.get("strides")
+    strides = cai["strides"]
     if strides is None:  # C-contiguous
         strides = (shape[1] * 4, 4)
     if any(s % 4 for s in strides):
         raise ValueError(f"{name} has strides {tuple(strides)} bytes, not whole float32 elements")
-    core = (int(ptr), shape[0], shape[1], strides[0] // 4, strides[1] // 4)
+    # Whether shape and strides stay inside the memory behind ptr is checked in C, against the driver's record
+    # of the allocation (csrc/allocation.c).
+    core = (ptr, shape[0], shape[1], strides[0] // 4, strides[1] // 4)
     op = Operand(name, CUDA, shape, core, obj, framework_of(obj))
-    stream = cai.get("stream")
-    if stream == 0:
-        raise ValueError(f"{name}: __cuda_array_interface__ stream 0 is disallowed by the interface (v3)")
-    op.producer_stream = stream
+    op.producer_stream = cai["stream"]
     return op
 
 
@@ -143,8 +227,20 @@ def _capturing(stream) -> bool:
     return cupy is not None and cupy.cuda.get_current_stream().is_capturing()
 
 
+def _claims_cai(obj) -> bool:
+    """Whether obj offers __cuda_array_interface__; an attribute that raises counts (reading it reports why)."""
+    try:
+        return hasattr(obj, "__cuda_array_interface__")
+    except Exception:
+        return True
+
+
 def is_device_array(obj) -> bool:
-    if hasattr(obj, "__cuda_array_interface__"):
+    """Whether obj is device memory. An ndarray (any subclass) is host memory whatever else it claims: NumPy's
+    data is host memory by definition. to_operand follows the same rule."""
+    if isinstance(obj, np.ndarray):
+        return False
+    if _claims_cai(obj):
         return True
     if hasattr(obj, "__dlpack_device__") and not isinstance(obj, np.ndarray):
         try:
@@ -158,7 +254,7 @@ def to_operand(name, obj, *, writable=False, consumer_stream=None) -> Operand:
     """Reads one argument; raises TypeError or ValueError with a message fit for users."""
     if isinstance(obj, np.ndarray):
         return _host_operand(name, obj, obj, writable)
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _claims_cai(obj):
         return _cai_operand(name, obj, writable)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _dlpack_operand(name, obj, writable, consumer_stream)
@@ -206,6 +302,7 @@ def empty_like_framework(template: Operand, shape):
             return cupy.empty(shape, dtype=cupy.float32)
     from ._device_array import DeviceArray
 
-    ptr = template.core[0]
-    device = _sgemm.pointer_device(ptr) if ptr else _sgemm.current_device()
+    ptr, rows, cols = template.core[:3]
+    # An empty matrix's pointer is anything its producer liked (never read): it names no device.
+    device = _sgemm.pointer_device(ptr) if ptr and rows and cols else _sgemm.current_device()
     return DeviceArray.empty(shape, device=device)

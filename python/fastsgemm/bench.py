@@ -21,6 +21,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import fastsgemm
+from fastsgemm._api import _REGISTRY, _parse_kernel
 
 # Rungs too slow to time at every size: the largest M*N*K each is timed at (the table says so).
 SLOW_RUNG_LIMIT = {"cpu": 512**3, "naive": 4096**3, "coalesced": 8192**3, "smem": 8192**3}
@@ -46,13 +48,65 @@ def progress(done, total, label):
     print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}", end=end, file=sys.stderr, flush=True)
 
 
+# Arguments are checked as argparse reads them (these types) or right after (check_arguments): a mistake gives
+# usage and a one-line error with exit status 2, before any GPU work, on machines without a GPU too.
+
+
 def parse_shape(text):
-    parts = [int(p) for p in text.lower().split("x")]
-    if len(parts) == 1:
-        return parts * 3
-    if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"a size is N or MxNxK, got {text!r}")
-    return parts
+    """--sizes: N (square) or MxNxK, each a positive integer."""
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 3) or not all(re.fullmatch("[0-9]+", p) for p in parts):
+        raise argparse.ArgumentTypeError(f"a size is N or MxNxK in positive integers, got {text!r}")
+    dims = [int(p) for p in parts]
+    if min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be at least 1 in every dimension, got {text!r}")
+    return dims * 3 if len(dims) == 1 else dims
+
+
+def integer_at_least(least):
+    """An argparse type: an integer >= least."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {least}, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}, got {text!r}")
+        return value
+
+    return parse
+
+
+def kernel_name(text):
+    """--kernels: a rung, "rung:config" or "auto", as fastsgemm.sgemm takes it."""
+    try:
+        _parse_kernel(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def check_arguments(parser, args):
+    """What no single argument's type can check: combinations, and where --out would be written."""
+    if args.overhead or args.end_to_end:
+        mode = "--overhead" if args.overhead else "--end-to-end"
+        for name in args.kernels or []:
+            choice = _parse_kernel(name)
+            if choice is not None and _REGISTRY[choice.rung].device != "cuda":
+                parser.error(f"argument --kernels: {name!r} runs on the host and {mode} times it on device arrays; "
+                             f"leave it out or time it without {mode}")
+    if args.out is not None:
+        if args.out.name in ("", ".."):
+            parser.error(f"argument --out: {str(args.out)!r} names no file (results go to <out>.json and <out>.csv)")
+        for suffix in (".json", ".csv"):
+            if args.out.with_suffix(suffix).is_dir():
+                parser.error(f"argument --out: {str(args.out.with_suffix(suffix))!r} is a directory")
+        for parent in (args.out.parent, *args.out.parent.parents):
+            if parent.exists():
+                if not parent.is_dir():
+                    parser.error(f"argument --out: {str(parent)!r} is not a directory")
+                break
 
 
 class ClockSampler:
@@ -279,9 +333,10 @@ def main(argv=None):
     parser.add_argument("--sizes", nargs="+", type=parse_shape, default=None,
                         help="N (square) or MxNxK, e.g. 4096 4095x4097x4093 (default: square 128 .. 16384)")
     parser.add_argument("--quick", action="store_true", help="three shapes, fewer repeats: under a minute")
-    parser.add_argument("--kernels", nargs="+", default=None, help="rungs to time (default: all GPU rungs)")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--kernels", nargs="+", type=kernel_name, default=None,
+                        help="rungs to time (default: all GPU rungs)")
+    parser.add_argument("--repeats", type=integer_at_least(1), default=20)
+    parser.add_argument("--warmup", type=integer_at_least(0), default=5)
     parser.add_argument("--alpha", type=float, default=1.0)
     parser.add_argument("--beta", type=float, default=0.0)
     parser.add_argument("--out", type=Path, default=None, help="write <out>.json and <out>.csv")
@@ -291,8 +346,10 @@ def main(argv=None):
     parser.add_argument("--overhead", action="store_true",
                         help="per-call wall time of whole Python calls (a loop, one sync at the end) on torch, CuPy "
                              "and DeviceArray operands, with and without out=, beside torch.matmul and cupy.matmul")
-    parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop in --overhead (default 2000)")
+    parser.add_argument("--calls", type=integer_at_least(1), default=2000,
+                        help="calls per timed loop in --overhead (default 2000)")
     args = parser.parse_args(argv)
+    check_arguments(parser, args)
 
     sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
     if args.quick:

@@ -1,0 +1,116 @@
+/*
+ * allocation.c: a device operand may claim only memory its pointer's
+ * allocation holds.
+ *
+ * A __cuda_array_interface__, a DLPack tensor or sgemm_raw's arguments are a
+ * pointer plus a shape and strides, and nothing stops them from describing
+ * more than the memory behind the pointer. A kernel that followed such a
+ * description would write into a neighbouring allocation, or fault and take
+ * the process's CUDA context with it. So before any work is queued, each
+ * device operand's byte span (every element it names, negative strides
+ * included) is checked against the allocation the driver says its pointer
+ * belongs to: one cuPointerGetAttributes call, which also gives the device,
+ * and which the general path made anyway (as cudaPointerGetAttributes) to
+ * find it.
+ *
+ * The driver is reached through the runtime's entry-point query, so the
+ * extension still imports where there is no driver at all (CI).
+ *
+ * What this cannot see: allocators that carve many arrays out of one
+ * cudaMalloc (PyTorch's and CuPy's pools). A view that stays inside its
+ * pool's allocation but runs over a neighbouring array of the same pool is
+ * within bounds as far as the driver knows. README "Guarantees and limits".
+ */
+#include "extension.h"
+
+#include <cuda.h>
+
+typedef CUresult (*pointer_attributes_fn)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+
+static pointer_attributes_fn resolve_pointer_attributes(void) {
+    static pointer_attributes_fn resolved;  // written once, under the GIL
+    if (resolved == NULL) {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault, &found) ==
+                cudaSuccess &&
+            found == cudaDriverEntryPointSuccess)
+            resolved = (pointer_attributes_fn)fn;
+        cudaGetLastError();
+    }
+    return resolved;
+}
+
+/* The first and one-past-last byte offsets from m->ptr that m names, or -1
+ * when they do not fit in 64 bits (a description no memory can hold). */
+static int byte_extent(const fsg_matrix *m, int64_t *first, int64_t *last) {
+    int64_t down, across;
+    if (__builtin_mul_overflow(m->rows - 1, m->rs, &down) || __builtin_mul_overflow(m->cols - 1, m->cs, &across))
+        return -1;
+    int64_t lo, hi;
+    if (__builtin_add_overflow(down < 0 ? down : 0, across < 0 ? across : 0, &lo) ||
+        __builtin_add_overflow(down > 0 ? down : 0, across > 0 ? across : 0, &hi) ||
+        __builtin_mul_overflow(lo, (int64_t)sizeof(float), first) || __builtin_add_overflow(hi, 1, &hi) ||
+        __builtin_mul_overflow(hi, (int64_t)sizeof(float), last))
+        return -1;
+    return 0;
+}
+
+int check_device_operand(module_state *st, const fsg_matrix *m, const char *name, int *device) {
+    const uintptr_t ptr = (uintptr_t)m->ptr;
+    if (ptr % sizeof(float) != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: device pointer %p is not 4-byte aligned", name, (void *)ptr);
+        return -1;
+    }
+    pointer_attributes_fn attributes = resolve_pointer_attributes();
+    if (attributes == NULL) {
+        raise_cuda_error(st, cudaErrorNoDevice, "looking up the driver's cuPointerGetAttributes");
+        return -1;
+    }
+    unsigned int memory_type = 0;
+    int ordinal = -1;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    unsigned long long managed = 0;  // a boolean; wide, whatever width the driver writes
+    CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *values[] = {&memory_type, &managed, &ordinal, &base, &size};
+    const CUresult result = attributes(5, which, values, (CUdeviceptr)ptr);
+    if (result != CUDA_SUCCESS) {
+        // Driver and runtime share the numbering of the errors this call can return.
+        raise_cuda_error(st, (cudaError_t)result, "cuPointerGetAttributes");
+        return -1;
+    }
+    // Pointers the driver does not know report type 0 and size 0; pinned host memory reports the host type.
+    if ((memory_type != CU_MEMORYTYPE_DEVICE && managed == 0) || size == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: pointer %p is not CUDA device or managed memory", name, (void *)ptr);
+        return -1;
+    }
+    int64_t first, last;
+    const uintptr_t end = (uintptr_t)base + size;
+    if (byte_extent(m, &first, &last) < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: shape (%lld, %lld) with strides (%lld, %lld) elements spans more bytes than 64 bits "
+                     "can count; its allocation holds %zu bytes",
+                     name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, size);
+        return -1;
+    }
+    // As offsets from the allocation's base: the pointer's own offset is bounded by the address space, and a
+    // sum that overflows is out of bounds anyway (reported as the widest span).
+    const int64_t into = (int64_t)(ptr - (uintptr_t)base);
+    int64_t from, to;
+    if (__builtin_add_overflow(into, first, &from)) from = INT64_MIN;
+    if (__builtin_add_overflow(into, last, &to)) to = INT64_MAX;
+    if (ptr < (uintptr_t)base || ptr >= end || from < 0 || to > (int64_t)size) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes "
+                     "[%lld, %lld) of its allocation, which holds %zu bytes (at %p): the operand claims memory "
+                     "it does not have",
+                     name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)ptr,
+                     (long long)from, (long long)to, size, (void *)(uintptr_t)base);
+        return -1;
+    }
+    *device = ordinal;
+    return 0;
+}
