@@ -15,6 +15,8 @@
  *     launchers only ever see a row-major D.
  *   - C goes to the launcher as is when it has D's layout on the rung's side;
  *     otherwise it is first copied into D, and the launcher updates D in place.
+ *   - Copies between pageable host memory and the GPU of 2 MB or more go
+ *     through pinned buffers and several host threads (staging.c).
  *   - Split-K, for accuracy: a ladder rung sums the K products of an element
  *     into one FP32 accumulator, whose rounding error grows with K. For K past
  *     kSplitFromK (when the workspace is affordable) the rung instead computes
@@ -24,6 +26,8 @@
 #include "operands.h"
 
 #include <stdlib.h>
+
+#include "staging.h"
 
 enum { kMaxTemps = 16 };
 
@@ -200,6 +204,14 @@ static cudaError_t copy_2d(scratch *s, const fsg_matrix *dst, int64_t dst_ld, co
     const size_t width = sizeof(float) * (size_t)(row ? src->cols : src->rows);
     const size_t height = (size_t)(row ? src->rows : src->cols);
     s->used_stream = true;
+    if (dst->side != src->side) {  // large pageable host memory goes through pinned buffers (staging.c)
+        bool staged;
+        const cudaError_t err = fsg_staged_copy_2d(dst->ptr, sizeof(float) * (size_t)dst_ld, src->ptr,
+                                                   sizeof(float) * (size_t)src_ld, width, height,
+                                                   dst->side == FSG_DEVICE ? FSG_TO_DEVICE : FSG_TO_HOST, s->stream,
+                                                   &staged);
+        if (staged) return err;
+    }
     return cudaMemcpy2DAsync(dst->ptr, sizeof(float) * (size_t)dst_ld, src->ptr, sizeof(float) * (size_t)src_ld,
                              width, height, cudaMemcpyDefault, s->stream);
 }
