@@ -390,6 +390,11 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
     const int64_t slices = k_slices(rung, g.m, g.n, g.k);
     err = slices > 1 ? launch_split_k(&s, launch, work, &g, slices, stream) : launch(&g, stream);
     if (err) goto exit;
+    if (out->side == FSG_HOST && work == FSG_DEVICE) {  // while the GPU computes, fault in out's pages
+        uintptr_t lo, hi;
+        byte_span(out, &lo, &hi);
+        fsg_prefault_host((void *)lo, hi - lo);
+    }
     if (!direct && (err = move_matrix(&s, out, &d))) goto exit;
     if (out->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);
 

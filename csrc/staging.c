@@ -19,11 +19,16 @@
  */
 #include "staging.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  /* Linux 5.14; older kernels refuse it, which only costs the speed-up */
+#endif
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 enum { kChunkBytes = 8 << 20, kMinChunkBytes = 1 << 20, kMaxThreads = 8 };
@@ -36,11 +41,16 @@ static unsigned char *pinned[2];  // kChunkBytes each, made under staging_lock
 
 typedef struct rows_job {
     unsigned char *dst;
-    const unsigned char *src;
+    const unsigned char *src;  // NULL: fault dst's rows in instead of copying (fsg_prefault_host)
     size_t dst_pitch, src_pitch, width, rows;
+    size_t piece_bytes;  // how much one thread takes at a time; 0 for kPieceBytes
 } rows_job;
 
 static void copy_rows(const rows_job *job, size_t first, size_t last) {
+    if (job->src == NULL) {  // rows are whole pages here; errors (an older kernel) just leave the faults for later
+        madvise(job->dst + first * job->dst_pitch, (last - first) * job->dst_pitch, MADV_POPULATE_WRITE);
+        return;
+    }
     if (job->dst_pitch == job->width && job->src_pitch == job->width) {  // one block
         memcpy(job->dst + first * job->width, job->src + first * job->width, (last - first) * job->width);
         return;
@@ -162,7 +172,8 @@ static void team_start(team *t, member members[kMaxThreads]) {
 
 /* Copies the job's rows with the whole team; returns when they are all copied. */
 static void team_copy(team *t, const rows_job *job) {
-    const size_t piece_rows = job->width >= kPieceBytes ? 1 : kPieceBytes / job->width;
+    const size_t piece_bytes = job->piece_bytes > 0 ? job->piece_bytes : kPieceBytes;
+    const size_t piece_rows = job->width >= piece_bytes ? 1 : piece_bytes / job->width;
     const size_t pieces = (job->rows + piece_rows - 1) / piece_rows;
     if (t->size == 1 || pieces == 1) {
         copy_rows(job, 0, job->rows);
@@ -198,6 +209,22 @@ static void forget_after_fork(void) {
     pthread_mutex_init(&staging_lock, NULL);
     pool_started = false;
     pinned[0] = pinned[1] = NULL;
+}
+
+/* Called under staging_lock. */
+static void ensure_team(void) {
+    if (pool_started) return;
+    static pthread_once_t registered = PTHREAD_ONCE_INIT;
+    pthread_once(&registered, register_fork_handler);
+    team_start(&pool, pool_members);
+    pool_started = true;
+}
+
+/* FASTSGEMM_STAGING_THREADS=0, read once. */
+static bool switched_off(void) {
+    static int off = -1;
+    if (off < 0) off = threads_asked() == 0;
+    return off;
 }
 
 /* ---- the pipeline ---- */
@@ -271,9 +298,7 @@ static cudaError_t to_host(unsigned char *dst, size_t dpitch, const unsigned cha
 cudaError_t fsg_staged_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                                fsg_copy_direction direction, cudaStream_t stream, bool *staged) {
     *staged = false;
-    static int switched_off = -1;  // FASTSGEMM_STAGING_THREADS=0, read once
-    if (switched_off < 0) switched_off = threads_asked() == 0;
-    if (switched_off) return cudaSuccess;
+    if (switched_off()) return cudaSuccess;
     const void *host = direction == FSG_TO_DEVICE ? src : dst;
     if (width * height < kStagedFromBytes || width > kChunkBytes || !is_pageable(host)) return cudaSuccess;
     if (pthread_mutex_trylock(&staging_lock) != 0) return cudaSuccess;  // busy: the runtime's path, not a wait
@@ -289,12 +314,7 @@ cudaError_t fsg_staged_copy_2d(void *dst, size_t dpitch, const void *src, size_t
     if (err == cudaSuccess) err = cudaEventCreateWithFlags(&done[0], cudaEventDisableTiming);
     if (err == cudaSuccess) err = cudaEventCreateWithFlags(&done[1], cudaEventDisableTiming);
     if (err == cudaSuccess) {
-        if (!pool_started) {
-            static pthread_once_t registered = PTHREAD_ONCE_INIT;
-            pthread_once(&registered, register_fork_handler);
-            team_start(&pool, pool_members);
-            pool_started = true;
-        }
+        ensure_team();
         // Four chunks or more, so that copies on the host and on the copy engine overlap even for a few MB,
         // but not below kMinChunkBytes, where each chunk's fixed costs would show.
         size_t chunk_bytes = width * height / 4;
@@ -311,4 +331,17 @@ cudaError_t fsg_staged_copy_2d(void *dst, size_t dpitch, const void *src, size_t
         if (done[i] != NULL) cudaEventDestroy(done[i]);
     pthread_mutex_unlock(&staging_lock);
     return err;
+}
+
+void fsg_prefault_host(void *ptr, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t first = ((uintptr_t)ptr + page - 1) / page * page, last = ((uintptr_t)ptr + bytes) / page * page;
+    if (switched_off() || bytes < kStagedFromBytes || last <= first || !is_pageable(ptr)) return;
+    if (pthread_mutex_trylock(&staging_lock) != 0) return;  // the team is busy: the copy will fault them in itself
+    ensure_team();
+    // Pieces of 2 MiB: with transparent huge pages one fault fills a whole one, and two threads on one would wait.
+    const rows_job job = {.dst = (unsigned char *)first, .src = NULL, .dst_pitch = page, .width = page,
+                          .rows = (last - first) / page, .piece_bytes = (size_t)2 << 20};
+    team_copy(&pool, &job);
+    pthread_mutex_unlock(&staging_lock);
 }

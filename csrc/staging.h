@@ -21,4 +21,12 @@ typedef enum fsg_copy_direction { FSG_TO_DEVICE, FSG_TO_HOST } fsg_copy_directio
 cudaError_t fsg_staged_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
                                fsg_copy_direction direction, cudaStream_t stream, bool *staged);
 
+/* Faults in, writable and without changing them, the pages of host memory
+ * [ptr, ptr + bytes) that a copy from the GPU is about to fill, with the
+ * staging threads, while the GPU works. A new NumPy result's pages are
+ * otherwise faulted in and zeroed one by one by the copy that fills them.
+ * Does nothing for small or pinned memory, when the threads are busy, or
+ * where the kernel lacks MADV_POPULATE_WRITE (Linux 5.14). */
+void fsg_prefault_host(void *ptr, size_t bytes);
+
 #endif /* FASTSGEMM_STAGING_H */

@@ -224,6 +224,9 @@ def end_to_end(sizes, kernels, repeats):
 
             paths["copy floor: pinned A, B up, D down"] = copy_floor
         for label, call in paths.items():
+            # NumPy's BLAS threads spin for about 0.1 s after each call, on every core: a path timed right after
+            # numpy.matmul would share the host with them. Each path starts on a quiet host instead.
+            time.sleep(0.25)
             rows.append({"M": m, "N": n, "K": k, "path": label, "ms": _median_wall_ms(call, repeats), "timer": "wall"})
         device = {}
         if cupy is not None:
