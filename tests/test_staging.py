@@ -69,3 +69,22 @@ def test_threads_staging_at_once_all_get_the_right_answer(rng):
         t.join()
     for (A, B), got in zip(pairs, results):
         check(got, A, B)
+
+
+def test_in_place_update_of_a_large_host_matrix(rng):
+    """out = C, beta = 1: C crosses to the GPU before out's pages are faulted in for the copy back, and the
+    fault-in leaves their contents alone."""
+    A, B, C = random_matrix(rng, 2100, 700), random_matrix(rng, 700, 1300), random_matrix(rng, 2100, 1300)
+    expected = A.astype(np.float64) @ B.astype(np.float64) + C.astype(np.float64)
+    fastsgemm.sgemm(A, B, C, beta=1.0, out=C, kernel="warptile")
+    assert np.linalg.norm(C - expected) / np.linalg.norm(expected) < 1e-5
+
+
+def test_a_failed_call_leaves_a_large_out_as_it_was(rng):
+    """The fault-in runs only after the kernel is queued; a call refused before that leaves out untouched."""
+    A, B = random_matrix(rng, 2100, 700), random_matrix(rng, 700, 1300)
+    out = rng.standard_normal((2100, 1300), dtype=np.float32)
+    before = out.copy()
+    with pytest.raises(ValueError):
+        fastsgemm.sgemm(A, B, None, beta=2.0, out=out)  # beta without C
+    assert np.array_equal(out, before)
