@@ -807,7 +807,8 @@ static PyObject *dlpack_import(PyObject *module, PyObject *capsule) {
     int64_t compact = 1;
     for (int i = t->ndim - 1; i >= 0; --i) {
         const int64_t stride = t->strides != NULL ? t->strides[i] : compact;
-        compact *= t->shape[i];
+        // Only a tensor with no elements gets here with extents whose product overflows; its strides name nothing.
+        if (__builtin_mul_overflow(compact, t->shape[i], &compact)) compact = INT64_MAX;
         PyObject *extent = PyLong_FromLongLong(t->shape[i]), *step = PyLong_FromLongLong(stride);
         if (extent == NULL || step == NULL) {
             Py_XDECREF(extent);

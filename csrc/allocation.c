@@ -9,9 +9,10 @@
  * the process's CUDA context with it. So before any work is queued, each
  * device operand's byte span (every element it names, negative strides
  * included) is checked against the allocation the driver says its pointer
- * belongs to: one cuPointerGetAttributes call, which also gives the device,
- * and which the general path made anyway (as cudaPointerGetAttributes) to
- * find it.
+ * belongs to: one cuPointerGetAttributes call, which also gives the device
+ * (the general path made it anyway, as cudaPointerGetAttributes), and one
+ * cuMemGetAddressRange per mapped piece the span crosses (one for ordinary
+ * memory; see all_mapped).
  *
  * The driver is reached through the runtime's entry-point query, so the
  * extension still imports where there is no driver at all (CI).
@@ -24,21 +25,40 @@
 #include "extension.h"
 
 #include <cuda.h>
+#include <stdbool.h>
 
 typedef CUresult (*pointer_attributes_fn)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+typedef CUresult (*address_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
 
-static pointer_attributes_fn resolve_pointer_attributes(void) {
-    static pointer_attributes_fn resolved;  // written once, under the GIL
-    if (resolved == NULL) {
-        void *fn = NULL;
-        enum cudaDriverEntryPointQueryResult found;
-        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 12000, cudaEnableDefault, &found) ==
-                cudaSuccess &&
-            found == cudaDriverEntryPointSuccess)
-            resolved = (pointer_attributes_fn)fn;
-        cudaGetLastError();
+static void *driver_function(const char *name) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+        fn = NULL;
+    cudaGetLastError();
+    return fn;
+}
+
+/* Written once, under the GIL. */
+static pointer_attributes_fn pointer_attributes;
+static address_range_fn address_range;
+
+/* Whether every byte of [first, last) is mapped: the driver's allocation
+ * range is a whole reservation for memory mapped with cuMemMap (PyTorch's
+ * expandable segments reserve about the GPU's memory and map it piece by
+ * piece), so the mapped pieces are walked. One call for ordinary memory. */
+static bool all_mapped(CUdeviceptr first, CUdeviceptr last) {
+    for (CUdeviceptr at = first; at < last;) {
+        CUdeviceptr piece;
+        size_t size;
+        if (address_range(&piece, &size, at) != CUDA_SUCCESS || size == 0) {
+            cudaGetLastError();
+            return false;
+        }
+        at = piece + size;
     }
-    return resolved;
+    return true;
 }
 
 /* The first and one-past-last byte offsets from m->ptr that m names, or -1
@@ -62,8 +82,9 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
         PyErr_Format(PyExc_ValueError, "%s: device pointer %p is not 4-byte aligned", name, (void *)ptr);
         return -1;
     }
-    pointer_attributes_fn attributes = resolve_pointer_attributes();
-    if (attributes == NULL) {
+    if (pointer_attributes == NULL) pointer_attributes = (pointer_attributes_fn)driver_function("cuPointerGetAttributes");
+    if (address_range == NULL) address_range = (address_range_fn)driver_function("cuMemGetAddressRange");
+    if (pointer_attributes == NULL || address_range == NULL) {
         raise_cuda_error(st, cudaErrorNoDevice, "looking up the driver's cuPointerGetAttributes");
         return -1;
     }
@@ -76,7 +97,7 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
     void *values[] = {&memory_type, &managed, &ordinal, &base, &size};
-    const CUresult result = attributes(5, which, values, (CUdeviceptr)ptr);
+    const CUresult result = pointer_attributes(5, which, values, (CUdeviceptr)ptr);
     if (result != CUDA_SUCCESS) {
         // Driver and runtime share the numbering of the errors this call can return.
         raise_cuda_error(st, (cudaError_t)result, "cuPointerGetAttributes");
@@ -107,6 +128,15 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
                      "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes "
                      "[%lld, %lld) of its allocation, which holds %zu bytes (at %p): the operand claims memory "
                      "it does not have",
+                     name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)ptr,
+                     (long long)from, (long long)to, size, (void *)(uintptr_t)base);
+        return -1;
+    }
+    if (!all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes "
+                     "[%lld, %lld) of its address range (%zu bytes at %p), and not all of them are mapped to "
+                     "memory: the operand claims memory it does not have",
                      name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)ptr,
                      (long long)from, (long long)to, size, (void *)(uintptr_t)base);
         return -1;

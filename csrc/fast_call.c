@@ -10,8 +10,9 @@
  * result in the operands' framework and runs the GEMM: one C call, no
  * dictionaries, no dataclasses, no stream wait where the producer's stream is
  * the working stream. Anything else (DLPack, other __cuda_array_interface__
- * producers, dtypes or shapes that are wrong, mixed kinds, an `out` whose
- * elements overlap) returns NotImplemented before anything is enqueued, and
+ * producers, dtypes or shapes that are wrong, mixed kinds, operands that
+ * reach outside their allocation) returns NotImplemented before anything is
+ * enqueued (an `out` whose elements overlap is refused by run_gemm), and
  * the general path in python/fastsgemm/_api.py runs instead: it takes every
  * input and says what is wrong with the bad ones.
  *
@@ -213,7 +214,21 @@ static void set_device_matrix(operand *op, int64_t ptr, int64_t rows, int64_t co
     op->device = device;
 }
 
-static int read_torch(fast_state *fs, PyObject *obj, operand *op) {
+/* Whether a framework's device matrix lies inside its allocation, on the
+ * device it says (csrc/allocation.c); if not, the general path raises the
+ * error, naming the operand. */
+static int extent_checked(module_state *st, const operand *op) {
+    if (op->mat.rows == 0 || op->mat.cols == 0) return 1;
+    int device;
+    if (check_device_operand(st, &op->mat, "operand", &device) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return device == op->device;
+}
+
+static int read_torch(module_state *st, PyObject *obj, operand *op) {
+    fast_state *fs = &st->fast;
     int status = 1;
     PyObject *dtype = NULL, *is_cuda = NULL, *device = NULL, *shape = NULL, *stride = NULL, *ptr = NULL;
     int64_t device_index, rows, cols, rs, cs, address;
@@ -226,9 +241,12 @@ static int read_torch(fast_state *fs, PyObject *obj, operand *op) {
     stride = PyObject_CallMethodNoArgs(obj, fs->s_stride);
     ptr = PyObject_CallMethodNoArgs(obj, fs->s_data_ptr);
     if (long_of(device, &device_index) || pair_of(shape, &rows, &cols) || pair_of(stride, &rs, &cs) ||
-        long_of(ptr, &address) || address % (int64_t)sizeof(float) != 0)
+        long_of(ptr, &address) || address % (int64_t)sizeof(float) != 0 || rows < 0 || cols < 0)
         goto done;
     set_device_matrix(op, address, rows, cols, rs, cs, (int)device_index);
+    // A tensor made by torch.as_tensor or torch.from_dlpack keeps whatever shape its producer claimed (and a
+    // subclass can answer anything), so torch tensors are checked against their allocation like the rest.
+    if (!extent_checked(st, op)) goto done;
     status = 0;
 done:
     if (PyErr_Occurred()) PyErr_Clear();  // whatever went wrong, the general path will say it properly
@@ -258,12 +276,8 @@ static int read_cupy(module_state *st, PyObject *obj, operand *op) {
         long_of(device, &device_id) || rs % 4 != 0 || cs % 4 != 0 || address % 4 != 0)
         goto done;
     set_device_matrix(op, address, rows, cols, rs / 4, cs / 4, (int)device_id);
-    // CuPy does not check a view against its memory (cupy.lib.stride_tricks.as_strided), so the driver is asked,
-    // as for any other array (csrc/allocation.c). Torch checks its own views against their storage.
-    int checked_device;
-    if (rows > 0 && cols > 0 && (check_device_operand(st, &op->mat, "operand", &checked_device) < 0 ||
-                                 checked_device != op->device))
-        goto done;  // the general path raises the error, naming the operand
+    // CuPy does not check a view against its memory (cupy.lib.stride_tricks.as_strided).
+    if (rows < 0 || cols < 0 || !extent_checked(st, op)) goto done;
     status = 0;
 done:
     if (PyErr_Occurred()) PyErr_Clear();
@@ -413,7 +427,7 @@ static int read_operand(module_state *st, operand_kind kind, PyObject *obj, int 
     *stream = NULL;
     switch (kind) {
     case KIND_NUMPY: return read_numpy(st, obj, writable, op);
-    case KIND_TORCH: return read_torch(&st->fast, obj, op);
+    case KIND_TORCH: return read_torch(st, obj, op);
     case KIND_CUPY: return read_cupy(st, obj, op);
     case KIND_DEVICE_ARRAY: return read_device_array(st, obj, op, stream);
     default: return 1;

@@ -393,7 +393,8 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
     if (out->side == FSG_HOST && work == FSG_DEVICE) {  // while the GPU computes, fault in out's pages
         uintptr_t lo, hi;
         byte_span(out, &lo, &hi);
-        fsg_prefault_host((void *)lo, hi - lo);
+        // Only where out fills most of its span: a narrow view of a huge array would commit the whole array.
+        if (hi - lo <= 2 * sizeof(float) * (size_t)(m * n)) fsg_prefault_host((void *)lo, hi - lo);
     }
     if (!direct && (err = move_matrix(&s, out, &d))) goto exit;
     if (out->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);

@@ -143,6 +143,39 @@ def test_cupy_views_past_their_memory_are_refused():
     """)
 
 
+def test_torch_tensors_wrapping_a_lying_interface_are_refused():
+    pytest.importorskip("torch")
+    run_case("""
+        import torch
+        small = _sgemm.DeviceBuffer(16 * 16 * 4, _sgemm.current_device())
+        lying = torch.as_tensor(cai(small.ptr, (4096, 4096)), device="cuda")   # torch keeps the claimed shape
+        B = torch.ones((4096, 8), device="cuda")
+        assert _sgemm.sgemm_fast(lying, B, None, None, 1.0, 0.0, "auto") is NotImplemented
+        expect(ValueError, "claims memory it does not have", lambda: fastsgemm.sgemm(lying, B))
+    """)
+
+
+def test_views_past_the_mapped_part_of_a_reservation_are_refused():
+    """PyTorch's expandable segments reserve a large address range and map memory into it as needed: the
+    driver's allocation range is the whole reservation, so the mapped pieces are what bound a view."""
+    pytest.importorskip("torch")
+    import os
+
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    try:
+        run_case("""
+            import torch
+            t = torch.ones((256, 1024), device="cuda")                          # 1 MiB, mapped
+            B = torch.ones((1024, 8), device="cuda")
+            assert torch.cuda.memory_reserved() < 1 << 30                       # far less than is reserved
+            past = cai(t.data_ptr(), (256 * 1024, 1024))                        # 1 GiB from the same pointer
+            expect(ValueError, "claims memory it does not have", lambda: fastsgemm.sgemm(past, B))
+            assert torch.allclose(fastsgemm.sgemm(t, B), torch.full((256, 8), 1024.0, device="cuda"))
+        """)
+    finally:
+        del os.environ["PYTORCH_CUDA_ALLOC_CONF"]
+
+
 def test_the_interface_fuzz_keeps_every_byte_outside_its_views():
     pytest.importorskip("hypothesis")
     done = subprocess.run([sys.executable, str(TESTS / "lying_fuzz.py"), "--examples", "300"], capture_output=True,
