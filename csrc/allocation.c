@@ -76,6 +76,18 @@ static int byte_extent(const fsg_matrix *m, int64_t *first, int64_t *last) {
     return 0;
 }
 
+/* ValueError for a span [from, to) (bytes from the allocation's base) that
+ * the allocation cannot hold; returns -1. */
+static int refuse_span(const char *name, const fsg_matrix *m, int64_t from, int64_t to, const char *why, size_t size,
+                       CUdeviceptr base) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes [%lld, %lld) "
+                 "%s %zu bytes (at %p): the operand claims memory it does not have",
+                 name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)m->ptr,
+                 (long long)from, (long long)to, why, size, (void *)(uintptr_t)base);
+    return -1;
+}
+
 int check_device_operand(module_state *st, const fsg_matrix *m, const char *name, int *device) {
     const uintptr_t ptr = (uintptr_t)m->ptr;
     if (ptr % sizeof(float) != 0) {
@@ -124,22 +136,10 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
     if (__builtin_add_overflow(into, first, &from)) from = INT64_MIN;
     if (__builtin_add_overflow(into, last, &to)) to = INT64_MAX;
     if (ptr < (uintptr_t)base || ptr >= end || from < 0 || to > (int64_t)size) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes "
-                     "[%lld, %lld) of its allocation, which holds %zu bytes (at %p): the operand claims memory "
-                     "it does not have",
-                     name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)ptr,
-                     (long long)from, (long long)to, size, (void *)(uintptr_t)base);
-        return -1;
+        return refuse_span(name, m, from, to, "of its allocation, which holds", size, base);
     }
     if (!all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes "
-                     "[%lld, %lld) of its address range (%zu bytes at %p), and not all of them are mapped to "
-                     "memory: the operand claims memory it does not have",
-                     name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)ptr,
-                     (long long)from, (long long)to, size, (void *)(uintptr_t)base);
-        return -1;
+        return refuse_span(name, m, from, to, "not all mapped, of its address range of", size, base);
     }
     *device = ordinal;
     return 0;
