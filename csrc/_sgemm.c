@@ -467,6 +467,12 @@ static PyObject *release_thread_resources(PyObject *module, PyObject *unused) {
 
 /* ---- the registry ---- */
 
+/* ladder.h's fsg_fill as Python sees it: (tile_m, tile_n, blocks_per_sm), or None when left zero. */
+static PyObject *fill_tuple(const fsg_fill *fill) {
+    if (fill->tile_m == 0) Py_RETURN_NONE;
+    return Py_BuildValue("(iii)", fill->tile_m, fill->tile_n, fill->blocks_per_sm);
+}
+
 static PyObject *rungs(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
@@ -477,15 +483,15 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
         PyObject *configs = PyTuple_New(r->config_count);
         for (int j = 0; configs != NULL && j < r->config_count; ++j) {
             const fsg_config *c = &r->configs[j];
-            PyObject *config = Py_BuildValue("(ssL)", c->name, c->shape, (long long)c->max_dim);
+            PyObject *config = Py_BuildValue("(ssLN)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill));
             if (config == NULL) Py_CLEAR(configs);
             else PyTuple_SET_ITEM(configs, j, config);
         }
         PyObject *item = configs == NULL ? NULL
-                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N}", "number", r->number, "name", r->name,
+                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N,s:N}", "number", r->number, "name", r->name,
                                        "idea", r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu",
                                        "source", r->source, "max_dim", (long long)r->max_dim, "sass", r->sass,
-                                       "precision", r->precision, "configs", configs);
+                                       "precision", r->precision, "fill", fill_tuple(&r->fill), "configs", configs);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;

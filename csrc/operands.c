@@ -21,7 +21,9 @@
  *     into one FP32 accumulator, whose rounding error grows with K. For K past
  *     kSplitFromK (when the workspace is affordable) the rung instead computes
  *     K-slices of kSplitSlice into a workspace, and the slices are summed in
- *     order with alpha, beta and C applied once. cuBLAS keeps its own strategy.
+ *     order with alpha, beta and C applied once. The tensor-core rungs, whose
+ *     sums need no short slices, are sliced only as far as one wave of their
+ *     blocks fills the GPU (ladder.h's fsg_fill). cuBLAS keeps its own strategy.
  */
 #include "operands.h"
 
@@ -290,10 +292,27 @@ static cudaError_t stage_input(scratch *s, fsg_side work, const fsg_matrix *x, c
     return err;
 }
 
-/* How many K-slices to run `rung` in (1: no split). */
-static int64_t k_slices(const fsg_rung *rung, int64_t m, int64_t n, int64_t k) {
+/* How `launch` (the rung's own launcher or one of its configurations') wants a long K sliced. */
+static fsg_fill fill_of(const fsg_rung *rung, fsg_launcher launch) {
+    for (int i = 0; i < rung->config_count; ++i)
+        if (rung->configs[i].launch == launch) return rung->configs[i].fill;
+    return rung->fill;
+}
+
+/* How many K-slices to run `launch` of `rung` in (1: no split). */
+static int64_t k_slices(const fsg_rung *rung, fsg_launcher launch, int64_t m, int64_t n, int64_t k) {
     if (rung->number < 0 || k < kSplitFromK) return 1;  // cuBLAS splits (or not) by itself
     int64_t slices = (k + kSplitSlice - 1) / kSplitSlice;
+    const fsg_fill fill = fill_of(rung, launch);
+    int device, sms;
+    if (fill.tile_m > 0 && cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
+        // Slices only to fill one wave: more would be summed for nothing, and a part wave leaves SMs idle.
+        const int64_t blocks = ((m + fill.tile_m - 1) / fill.tile_m) * ((n + fill.tile_n - 1) / fill.tile_n);
+        const int64_t wave = (int64_t)sms * fill.blocks_per_sm;
+        const int64_t to_fill = blocks >= wave ? 1 : wave / blocks;
+        if (to_fill < slices) slices = to_fill;
+    }
     const int64_t affordable = kSplitWorkspaceBytes / (m * n * (int64_t)sizeof(float));
     if (slices > affordable) slices = affordable;
     if (slices > kMaxSlices) slices = kMaxSlices;
@@ -387,7 +406,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
 
     if (d_layout == FSG_COL_MAJOR) transpose_problem(&g);
     if (work == FSG_DEVICE) s.used_stream = true;
-    const int64_t slices = k_slices(rung, g.m, g.n, g.k);
+    const int64_t slices = k_slices(rung, launch, g.m, g.n, g.k);
     err = slices > 1 ? launch_split_k(&s, launch, work, &g, slices, stream) : launch(&g, stream);
     if (err) goto exit;
     if (out->side == FSG_HOST && work == FSG_DEVICE) {  // while the GPU computes, fault in out's pages

@@ -94,3 +94,10 @@ extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) 
 extern "C" cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::tensorcore::launch<fsg::tf32x3::Tiling, fsg::tf32x3::SplitThree<fsg::tf32x3::Tiling>>(g, stream);
 }
+
+/* The wgmma path with 128 x 64 block tiles (mma.sync where wgmma is not had):
+ * twice the blocks of the rung's own 128 x 128, for problems near 1024^3 whose
+ * 128 x 128 tiles leave half the H100's SMs idle. */
+extern "C" cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::tensorcore::wgmma_else_mma_sync(g, stream, fsg_tf32x3_128x64_sgemm_sm90, fsg_tf32x3_mma_sync_sgemm);
+}

@@ -64,6 +64,28 @@ __device__ __forceinline__ void wgmma_64x128x8(float (&d)[64], uint64_t a, uint6
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
+/* The same for a 64 x 64 x 8 tile: half the columns, 32 accumulators a thread. */
+__device__ __forceinline__ void wgmma_64x64x8(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+/* One wgmma m64nNk8 for either width, chosen by the accumulators' count (N / 2 a thread). */
+__device__ __forceinline__ void wgmma_64xNx8(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+    wgmma_64x128x8(d, a, b, accumulate);
+}
+__device__ __forceinline__ void wgmma_64xNx8(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+    wgmma_64x64x8(d, a, b, accumulate);
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 /* Waits until at most N committed wgmma groups of this warpgroup are still running. */
@@ -71,9 +93,10 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 /* Tells the compiler the asynchronous wgmma may have changed d: no read of d moves above the wait. */
-__device__ __forceinline__ void touch(float (&d)[64]) {
+template <int SIZE>
+__device__ __forceinline__ void touch(float (&d)[SIZE]) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* mbarriers in shared memory: a phase completes when `count` arrivals have
@@ -153,16 +176,16 @@ constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
     return (size_t)stages * stage_floats * sizeof(float) + 2 * (size_t)stages * sizeof(uint64_t);
 }
 
-/* The epilogue: a consumer warpgroup's 64 x 128 result of wgmma m64n128,
- * whose top-left element is D(row0, col0), into D through store_d. A
- * thread's accumulator i is element i % 4 of n8 block i / 4 in the m16n8
- * fragment layout; value(i) is what to store for it. */
-template <typename Value>
+/* The epilogue: a consumer warpgroup's 64 x N result of wgmma m64nN (N = 128
+ * unless given), whose top-left element is D(row0, col0), into D through
+ * store_d. A thread's accumulator i (of N / 2) is element i % 4 of n8 block
+ * i / 4 in the m16n8 fragment layout; value(i) is what to store for it. */
+template <int N = 128, typename Value>
 __device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
     const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
     const int64_t first_row = row0 + warp * 16 + lane / 4, first_col = col0 + 2 * (lane % 4);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < N / 2; ++i) {
         const int64_t row = first_row + 8 * ((i % 4) / 2), col = first_col + 8 * (i / 4) + i % 2;
         if (row < g.m && col < g.n) store_d(g, row, col, value(i));
     }
@@ -173,11 +196,11 @@ __device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int
  * The tensor cores must see operands rounded to TF32 (rung 10) or split into
  * TF32 hi and lo parts (rung 11), K-major. Doing that inside the GEMM costs
  * the producer threads a pass over shared memory, or a proxy fence per
- * thread per tile (benchmarks/NOTES.md). Instead one small kernel per operand
- * reads it once, in whatever layout it has, and writes ready operand tiles to
- * a workspace: kPackRows rows (m or n) x kBK k, in the operand layout above,
- * zeros past the matrix's edges, PARTS parts per tile (the rounded value; or
- * hi, then lo) one after the other. Row tile r's tiles follow each other
+ * thread per tile (benchmarks/NOTES.md). Instead one small kernel (both
+ * operands, one launch) reads each once, in whatever layout it has, and
+ * writes ready operand tiles to a workspace: kPackRows rows (m or n) x kBK
+ * k, in the operand layout above, zeros past the matrix's edges, PARTS parts
+ * per tile (the rounded value; or hi, then lo) one after the other. Row tile r's tiles follow each other
  * along k, so a block reads its operands as one contiguous run, and a stage
  * of the GEMM arrives by plain bulk copies: no tensor maps, no edge cases,
  * any alignment of the caller's matrices. */
@@ -194,26 +217,40 @@ __device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
     lo = round_tf32(x - __uint_as_float(hi));
 }
 
-/* Packed tile blockIdx.x (row tile blockIdx.x / tiles_k, k tile blockIdx.x %
- * tiles_k) of an operand with `rows` rows (m for A, n for B) and `depth` k,
- * stored with k contiguous (ALONG_K: element (row, k) at src[row * ld + k])
- * or rows contiguous (src[k * ld + row]). It passes through shared memory so
- * that the reads, in the source's order, and the writes, along k, are both
- * whole 128-byte lines; the padding column keeps the transposing case free of
- * bank conflicts. */
-template <bool ALONG_K, int PARTS>
-__global__ void __launch_bounds__(kPackThreads) pack_kernel(const float *src, int64_t ld, int64_t rows, int64_t depth,
-                                                             float *dst, int64_t tiles_k) {
+/* One operand for the pack kernel: `rows` rows (m for A, n for B) of `depth`
+ * k, stored with k contiguous (along_k: element (row, k) at src[row * ld +
+ * k]) or rows contiguous (src[k * ld + row]), packed into `tiles` tiles
+ * (its row tiles times tiles_k) at dst. */
+struct PackOperand {
+    const float *src;
+    int64_t ld, rows;
+    bool along_k;
+    float *dst;
+    int64_t tiles;
+};
+
+/* Both operands in one launch: blocks 0 .. a.tiles - 1 pack A's tiles, the
+ * rest B's (one launch fewer per call: at 1024^3 a launch's gap is a tenth of
+ * the GEMM). Block `id` of an operand packs row tile id / tiles_k, k tile
+ * id % tiles_k. It passes through shared memory so that the reads, in the
+ * source's order, and the writes, along k, are both whole 128-byte lines; the
+ * padding column keeps the transposing case free of bank conflicts. */
+template <int PARTS>
+__global__ void __launch_bounds__(kPackThreads) pack_kernel(PackOperand a, PackOperand b, int64_t depth,
+                                                             int64_t tiles_k) {
     static_assert(PARTS == 1 || PARTS == 2, "rounded, or split into hi and lo");
     __shared__ float tile[kPackRows][kBK + 1];
-    const int64_t id = blockIdx.x, row0 = id / tiles_k * kPackRows, k0 = id % tiles_k * kBK;
+    const bool is_a = blockIdx.x < a.tiles;
+    const PackOperand op = is_a ? a : b;
+    const int64_t id = is_a ? blockIdx.x : blockIdx.x - a.tiles;
+    const int64_t row0 = id / tiles_k * kPackRows, k0 = id % tiles_k * kBK;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kWarps = kPackThreads / 32;
-    if constexpr (ALONG_K) {
+    if (op.along_k) {
 #pragma unroll
         for (int r = warp; r < kPackRows; r += kWarps) {  // a warp reads 32 k of one row
             const int64_t row = row0 + r, k = k0 + lane;
-            tile[r][lane] = row < rows && k < depth ? src[row * ld + k] : 0.0f;
+            tile[r][lane] = row < op.rows && k < depth ? op.src[row * op.ld + k] : 0.0f;
         }
     } else {
 #pragma unroll
@@ -221,11 +258,11 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(const float *src, in
 #pragma unroll
             for (int r = lane; r < kPackRows; r += 32) {
                 const int64_t row = row0 + r, k = k0 + kk;
-                tile[r][kk] = row < rows && k < depth ? src[k * ld + row] : 0.0f;
+                tile[r][kk] = row < op.rows && k < depth ? op.src[k * op.ld + row] : 0.0f;
             }
     }
     __syncthreads();
-    float *out = dst + id * PARTS * kTileFloats;
+    float *out = op.dst + id * PARTS * kTileFloats;
 #pragma unroll
     for (int r = warp; r < kPackRows; r += kWarps) {  // a warp writes one row: a 128-byte line, swizzled within
         const int at = operand_offset(r, lane);
@@ -297,7 +334,7 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     *launched = false;
     if (g.k == 0) return cudaSuccess;
     const int64_t tiles_k = ceil_div(g.k, kBK);
-    if (row_tiles_a * tiles_k > INT32_MAX || row_tiles_b * tiles_k > INT32_MAX) return cudaSuccess;
+    if ((row_tiles_a + row_tiles_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
     const int64_t floats_a = row_tiles_a * tiles_k * PARTS * kTileFloats;
     const size_t bytes = (size_t)(floats_a + row_tiles_b * tiles_k * PARTS * kTileFloats) * sizeof(float);
     cudaMemPool_t pool;
@@ -311,13 +348,9 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     }
     if (err != cudaSuccess) return err;
     *launched = true;
-    auto pack = [&](const float *src, int64_t ld, int64_t rows, bool along_k, float *dst, int64_t row_tiles) {
-        const dim3 grid((unsigned)(row_tiles * tiles_k));
-        if (along_k) pack_kernel<true, PARTS><<<grid, kPackThreads, 0, stream>>>(src, ld, rows, g.k, dst, tiles_k);
-        else pack_kernel<false, PARTS><<<grid, kPackThreads, 0, stream>>>(src, ld, rows, g.k, dst, tiles_k);
-    };
-    pack(g.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a);
-    pack(g.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b);
+    const PackOperand a = {g.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a * tiles_k};
+    const PackOperand b = {g.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b * tiles_k};
+    pack_kernel<PARTS><<<(unsigned)(a.tiles + b.tiles), kPackThreads, 0, stream>>>(a, b, g.k, tiles_k);
     gemm((const float *)packed, (const float *)(packed + floats_a), (int)tiles_k);
     err = cudaGetLastError();
     const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
@@ -393,17 +426,19 @@ __device__ __forceinline__ void produce_stages(float *stages, uint64_t *full, ui
  * on grid z (slice_tiles; a k_slice that is not whole k-tiles is declined
  * too), on the operands that with_packed_operands packs in PARTS parts, over
  * the whole K. B is packed in whole block tiles, BN / kPackRows row tiles
- * each: its last may be all zeros. */
+ * each, or, for a BN narrower than a packed tile, in packed tiles that
+ * kPackRows / BN blocks share; the last may be partly or all zeros. */
 template <int PARTS, int BM, int BN, typename Kernel>
 cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g, cudaStream_t stream,
                              bool *launched) {
-    static_assert(BM == kPackRows && BN % kPackRows == 0, "block tiles are whole packed tiles");
+    static_assert(BM == kPackRows && (BN % kPackRows == 0 || kPackRows % BN == 0),
+                  "block tiles are whole packed tiles, or whole parts of one");
     const int64_t tiles_m = ceil_div(g.m, BM), tiles_n = ceil_div(g.n, BN);
     if (tiles_m * tiles_n > INT32_MAX || g.k_slice % kBK != 0) {
         *launched = false;
         return cudaSuccess;
     }
-    return with_packed_operands<PARTS>(g, tiles_m, tiles_n * (BN / kPackRows), stream, launched,
+    return with_packed_operands<PARTS>(g, tiles_m, ceil_div(tiles_n * BN, (int64_t)kPackRows), stream, launched,
                                        [&](const float *packed_a, const float *packed_b, int tiles_k) {
                                            const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(g));
                                            launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, g, packed_a,

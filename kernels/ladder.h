@@ -72,6 +72,18 @@ typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 /* Where a rung's operands must live. */
 typedef enum fsg_device { FSG_DEVICE_CPU = 0, FSG_DEVICE_CUDA = 1 } fsg_device;
 
+/* How the planner (csrc/operands.c) cuts a K past 4096 into slices that one
+ * launch runs side by side (k_slice above), then sums. Left zero: slices of
+ * 512, for rungs whose one FP32 accumulator per element loses accuracy as K
+ * grows. Set: the rung's sums keep their accuracy at any K (tf32x3 adds each
+ * k-step's main term with an FP32 add; tf32 is as accurate as TF32 lets it be
+ * anyway), so K is cut only as far as one wave of these blocks fills the GPU:
+ * fewer, deeper slices, and less of the workspace to sum. */
+typedef struct fsg_fill {
+    int tile_m, tile_n; /* the block tile */
+    int blocks_per_sm;  /* blocks resident on one SM at a time */
+} fsg_fill;
+
 /* Another template configuration of a rung: the same code and idea with other
  * tile sizes, run as kernel="<rung>:<name>". The tuning behind kernel="auto"
  * (python -m fastsgemm.tune) chooses among the rungs and these. */
@@ -80,6 +92,7 @@ typedef struct fsg_config {
     const char *shape;   /* one line: what differs from the rung's own configuration */
     fsg_launcher launch;
     int64_t max_dim;     /* largest m and n it accepts */
+    fsg_fill fill;       /* how a long K is sliced (above) */
 } fsg_config;
 
 typedef struct fsg_rung {
@@ -92,6 +105,7 @@ typedef struct fsg_rung {
     int64_t max_dim;     /* largest m and n it accepts */
     const char *sass;    /* instructions its idea must compile to (space-separated), checked in CI */
     const char *precision; /* "fp32": FP32-accurate (error like cuBLAS SGEMM's); "tf32": operands rounded to TF32 */
+    fsg_fill fill;       /* how a long K is sliced (above); zero for the ladder's SIMT rungs */
     const fsg_config *configs; /* its other configurations (NULL: none) */
     int config_count;
 } fsg_rung;
@@ -121,6 +135,7 @@ cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream)
 cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 

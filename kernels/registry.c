@@ -22,14 +22,21 @@ static const fsg_config warptile_configs[] = {
      fsg_warptile_64x64x16_sgemm, GRID_Y_LIMIT(64)},
 };
 
+/* The tensor-core rungs' sums keep their accuracy at any K: a long K is sliced
+ * only to fill the GPU with blocks of their tile (ladder.h's fsg_fill). */
+#define FILL(TILE_M, TILE_N, PER_SM) .fill = {(TILE_M), (TILE_N), (PER_SM)}
+
 static const fsg_config tf32_configs[] = {
     {"mma.sync", "the mma.sync path (128 x 128 x 32 tiles) on every GPU, Hopper included, where wgmma is the default",
-     fsg_tf32_mma_sync_sgemm, GRID_Y_LIMIT(128)},
+     fsg_tf32_mma_sync_sgemm, GRID_Y_LIMIT(128), FILL(128, 128, 1)},
 };
 
 static const fsg_config tf32x3_configs[] = {
     {"mma.sync", "the mma.sync path (64 x 64 x 32 tiles) on every GPU, Hopper included, where wgmma is the default",
-     fsg_tf32x3_mma_sync_sgemm, GRID_Y_LIMIT(64)},
+     fsg_tf32x3_mma_sync_sgemm, GRID_Y_LIMIT(64), FILL(64, 64, 2)},
+    {"128x64", "the wgmma path with 128 x 64 block tiles: twice the blocks of 128 x 128, for medium problems "
+     "(mma.sync where wgmma is not had)",
+     fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1)},
 };
 
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
@@ -158,6 +165,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "HMMA LDGSTS.E.BYPASS.128",
         .precision = "tf32",
         .max_dim = GRID_Y_LIMIT(128),
+        FILL(128, 256, 1),
         CONFIGS(tf32_configs),
     },
     {
@@ -170,6 +178,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "HMMA LDGSTS.E.BYPASS.128",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
+        FILL(128, 128, 1),
         CONFIGS(tf32x3_configs),
     },
     {

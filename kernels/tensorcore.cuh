@@ -32,6 +32,7 @@
  * workspace, a grid past its limit); the rung's mma.sync path then does the work. */
 extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
+extern "C" cudaError_t fsg_tf32x3_128x64_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 
 namespace fsg {
 namespace tensorcore {

@@ -22,8 +22,8 @@
  * cuBLAS.
  *
  * So the rounding moves out of the GEMM: two passes.
- *   1. pack (kernels/hopper.cuh, one small kernel per operand): reads A or B
- *      once in whatever layout it has, rounds every element to TF32 (cvt.rn,
+ *   1. pack (kernels/hopper.cuh, one small kernel for both operands): reads A and B
+ *      once, each in whatever layout it has, rounds every element to TF32 (cvt.rn,
  *      nearest even) and writes it to a workspace as a sequence of ready
  *      operand tiles: 128 rows (m or n) x 32 k, K-major in wgmma's 128-byte
  *      swizzle, zeros past the matrix's edges. Each tile is 16 KiB of

@@ -13,8 +13,8 @@
  *
  * wgmma takes TF32 operands only K-major, and each operand has to be split
  * into hi and lo before the tensor cores see it. Two passes:
- *   1. pack (kernels/hopper.cuh, one small kernel per operand) reads A or B
- *      once, in whatever layout it has, splits every element (hi = x rounded
+ *   1. pack (kernels/hopper.cuh, one small kernel for both operands) reads A and B
+ *      once, each in whatever layout it has, splits every element (hi = x rounded
  *      to TF32 by Hopper's one-instruction cvt.rn, lo = x - hi rounded the
  *      same way) and writes hi and lo tiles to a workspace, ready in operand
  *      layout (K-major, 128-byte swizzle), zeros past the edges;
@@ -40,7 +40,10 @@
  *
  * Block tile 128 x 128 x 32, three 64 KiB stages, one block per SM; blocks
  * walk the output in groups of kGroupRows block rows (hopper.cuh's
- * start_block) so that the blocks resident together share tiles in L2.
+ * start_block) so that the blocks resident together share tiles in L2. The
+ * configuration tf32x3:128x64 halves the block's columns (two blocks share
+ * each packed tile of B): 128 blocks at 1024^3 instead of 64, for the 132 SMs
+ * (1.63x torch.matmul there, against 1.16x; benchmarks/NOTES.md).
  * Costs: a workspace of 2 (m + n) k floats (rounded up to whole tiles) for
  * the duration of the call. Next: a 128 x 256 tile needs fewer accumulator
  * sets than three (the main term's temporary could live in shared memory).
@@ -52,56 +55,77 @@ namespace fsg {
 namespace hopper {
 namespace tf32x3 {
 
-constexpr int kBM = 128, kBN = 128;  // block tile: one packed tile of A and one of B, hi and lo each
-static_assert(kBM == kPackRows && kBN == kPackRows, "block tiles are packed tiles");
-constexpr int kStageFloats = 4 * kTileFloats;  // A hi, A lo, B hi, B lo: 64 KiB
+constexpr int kBM = 128;  // block tile rows: one packed tile of A, hi and lo
+static_assert(kBM == kPackRows, "block tiles are packed tiles");
 constexpr int kStages = 3;
-constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
+
+/* A block's share of B: a packed tile (kPackRows = 128 columns of D), or, for
+ * a BN = 64 block tile, one half of one, which two neighbouring blocks share.
+ * Rows 64-127 of a packed tile start on a swizzle atom (8 rows of 128 bytes),
+ * so a half lands in shared memory in the layout the descriptor expects. */
+template <int BN>
+struct BlockShape {
+    static_assert(BN == kPackRows || BN == kPackRows / 2, "a whole packed tile of B, or half of one");
+    static constexpr int kBPartFloats = BN * kBK;                       // one part (hi or lo) of the block's B
+    static constexpr int kStageFloats = 2 * kTileFloats + 2 * kBPartFloats;  // A hi, A lo, B hi, B lo
+    static constexpr int kBlocksPerPackedB = kPackRows / BN;
+    static constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
+};
 
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles (hi, then lo), one per k-step, and so does B's; the block's
  * split-K slice takes its own run of them (slice_tiles) and its own D. */
+template <int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32x3_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
+    using Shape = BlockShape<BN>;
+    constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     const SliceTiles slice = slice_tiles(problem, tiles_k);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
-    // stages: [kStages][A hi, A lo, B hi, B lo][kTileFloats]
-    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
+    // stages: [kStages][A hi, A lo, B hi, B lo]
+    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, BN>(smem, g);
     const int tid = threadIdx.x, warpgroup = tid / 128;
 
     if (warpgroup == 0) {
-        // Producer: one thread, two bulk copies per stage; the rest of the warpgroup only gives its registers up.
+        // Producer: one thread, two or three bulk copies per stage; the rest of the warpgroup only gives its registers up.
         registers_down<kProducerRegisters>();
         if (tid == 0) {
             const float *a = packed_a + ((int64_t)tile_m * tiles_k + slice.first) * 2 * kTileFloats;
-            const float *b = packed_b + ((int64_t)tile_n * tiles_k + slice.first) * 2 * kTileFloats;
+            const int64_t packed_n = tile_n / Shape::kBlocksPerPackedB, part = tile_n % Shape::kBlocksPerPackedB;
+            const float *b = packed_b + (packed_n * tiles_k + slice.first) * 2 * kTileFloats + part * kBPart;
             auto copy = [&](int t, float *stage, uint64_t *bar) {
-                bulk_load(stage, a + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
-                bulk_load(stage + 2 * kTileFloats, b + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
+                const float *a_tile = a + (int64_t)t * 2 * kTileFloats, *b_tile = b + (int64_t)t * 2 * kTileFloats;
+                bulk_load(stage, a_tile, 2 * kTileBytes, bar);
+                if constexpr (BN == kPackRows) {  // hi and lo of the whole tile: one run
+                    bulk_load(stage + 2 * kTileFloats, b_tile, 2 * kTileBytes, bar);
+                } else {  // this block's rows of hi, then of lo
+                    bulk_load(stage + 2 * kTileFloats, b_tile, kBPart * sizeof(float), bar);
+                    bulk_load(stage + 2 * kTileFloats + kBPart, b_tile + kTileFloats, kBPart * sizeof(float), bar);
+                }
             };
             produce_stages<kStages, kStageFloats>(stages, full, empty, slice.count, copy);
         }
     } else {
-        // Consumers: a 64 x 128 slice of the block tile each, nothing but wgmma and the main term's FADDs.
+        // Consumers: a 64 x BN slice of the block tile each, nothing but wgmma and the main term's FADDs.
         registers_up<kConsumerRegisters>();
         const int consumer = warpgroup - 1;
-        float corr[64] = {};  // the corrections, summed by the tensor core
-        float main[64] = {};  // the main term's running sum (FADD)
-        float part[64];       // this tile's main term, out of the tensor core
+        float corr[BN / 2] = {};  // the corrections, summed by the tensor core
+        float main[BN / 2] = {};  // the main term's running sum (FADD)
+        float part[BN / 2];       // this tile's main term, out of the tensor core
         for (int t = 0; t < slice.count; ++t) {
             const int s = t % kStages;
             mbarrier_wait(&full[s], (t / kStages) & 1);
             const float *stage = stages + s * kStageFloats;
             const float *a_hi = stage + consumer * kWgRows * kBK, *a_lo = a_hi + kTileFloats;
-            const float *b_hi = stage + 2 * kTileFloats, *b_lo = b_hi + kTileFloats;
+            const float *b_hi = stage + 2 * kTileFloats, *b_lo = b_hi + kBPart;
             wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < kBK / 8; ++ks) {  // k-steps of 8: 32 bytes along each 128-byte row
                 const uint64_t da = descriptor(a_hi + 8 * ks), db = descriptor(b_hi + 8 * ks);
-                wgmma_64x128x8(part, da, db, ks > 0);
-                wgmma_64x128x8(corr, descriptor(a_lo + 8 * ks), db, 1);
-                wgmma_64x128x8(corr, da, descriptor(b_lo + 8 * ks), 1);
+                wgmma_64xNx8(part, da, db, ks > 0);
+                wgmma_64xNx8(corr, descriptor(a_lo + 8 * ks), db, 1);
+                wgmma_64xNx8(corr, da, descriptor(b_lo + 8 * ks), 1);
             }
             wgmma_commit();
             wgmma_wait_all();
@@ -110,22 +134,29 @@ __global__ void __launch_bounds__(kThreads, 1)
             mbarrier_arrive(&empty[s]);  // this stage's reads are done: the producer may refill it
             // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
 #pragma unroll
-            for (int i = 0; i < 64; ++i) main[i] += part[i];
+            for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
         }
 
-        store_slice(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * kBN,
-                    [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+        store_slice<BN>(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * BN,
+                        [&](int i) { return tensorcore::combine(main[i], corr[i]); });
     }
 }
 
+template <int BN>
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return launch_on_packed<2, kBM, kBN>(wgmma_tf32x3_kernel, kSmemBytes, *g, stream, launched);
+    return launch_on_packed<2, kBM, BN>(wgmma_tf32x3_kernel<BN>, BlockShape<BN>::kSmemBytes, *g, stream, launched);
 }
 
 }  // namespace tf32x3
 }  // namespace hopper
 }  // namespace fsg
 
+/* 128 x 128 block tiles: the rung's own configuration. */
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return fsg::hopper::tf32x3::launch(g, stream, launched);
+    return fsg::hopper::tf32x3::launch<128>(g, stream, launched);
+}
+
+/* 128 x 64 block tiles: twice the blocks, for problems whose 128 x 128 tiles leave SMs idle. */
+extern "C" cudaError_t fsg_tf32x3_128x64_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
+    return fsg::hopper::tf32x3::launch<64>(g, stream, launched);
 }

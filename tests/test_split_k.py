@@ -28,15 +28,28 @@ CUDA_KERNELS = rung_params("cuda")
 SPLITTING_KERNELS = [p for p in CUDA_KERNELS if not p.values[0].startswith("cublas")]  # cuBLAS splits by itself
 
 # csrc/operands.c: split from K = 4097 into slices of about 512 (at most 128, workspace under 64 MiB), each
-# a whole number of 32-deep k-tiles.
+# a whole number of 32-deep k-tiles; for a kernel with a fill rule (the tensor-core rungs), no more slices than
+# one wave of its blocks needs.
 SPLIT_FROM_K, SPLIT_SLICE, MAX_SLICES, SLICE_MULTIPLE, WORKSPACE_BYTES = 4097, 512, 128, 32, 64 << 20
 
 
-def slice_step(m, n, k):
+def fill_of(kernel):
+    """The registry's fill rule for a kernel name ("rung" or "rung:config")."""
+    rung, _, config = kernel.partition(":")
+    info = next(k for k in fastsgemm.kernels() if k.name == rung)
+    return next(c for c in info.configs if c.name == config).fill if config else info.fill
+
+
+def slice_step(m, n, k, kernel=None):
     """The K-slice length operands.c chooses for an m x n x k product of a ladder rung (k: no split)."""
     if k < SPLIT_FROM_K:
         return k
     slices = min(-(-k // SPLIT_SLICE), WORKSPACE_BYTES // (m * n * 4), MAX_SLICES)
+    fill = fill_of(kernel) if kernel is not None else None
+    if fill is not None:
+        tile_m, tile_n, per_sm = fill
+        blocks, wave = -(-m // tile_m) * -(-n // tile_n), fastsgemm.device_info()["sm_count"] * per_sm
+        slices = min(slices, 1 if blocks >= wave else wave // blocks)
     if slices < 2:
         return k
     per = -(-k // slices)
@@ -75,7 +88,7 @@ SHAPES = [(67, 45, 5000), (256, 256, 16384), (128, 128, 65536)]
 @pytest.mark.parametrize("kernel", CUDA_KERNELS)
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
 def test_long_k_on_device_arrays(kernel, m, n, k, problems):
-    assert slice_step(m, n, k) < k, "the shape must be split"
+    assert slice_step(m, n, k) < k, "the shapes are long enough for the 512-deep slices"
     p = problems(m, n, k)
     out = poisoned(m, n)
     result = fastsgemm.sgemm(p.a, p.b, out=out, kernel=kernel)
@@ -154,14 +167,9 @@ def test_beta_and_c(kernel, where, problems):
 BITWISE_SHAPES = [(67, 45, 5000), (33, 70, 4097)]  # slices of 512 (the last 392), and of 480 (the last 257)
 
 
-@pytest.mark.parametrize("kernel", SPLITTING_KERNELS)
-@pytest.mark.parametrize("trans", [False, True], ids=["row_major", "col_major"])
-@pytest.mark.parametrize("m,n,k", BITWISE_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in BITWISE_SHAPES])
-def test_split_is_the_in_order_sum_of_the_slices(kernel, trans, m, n, k, problems):
-    """Each slice sums its K range in one accumulator, in the order an unsplit call on that range does, and
-    the slices are added in order in float32: the one-launch split equals that sum bit for bit."""
-    step = slice_step(m, n, k)
-    assert step < k and step % SLICE_MULTIPLE == 0
+def assert_in_order_sum(kernel, m, n, k, trans, step, problems):
+    """The one-launch split product equals the float32 sum, in order, of the unsplit products of K-slices
+    of `step` (the last shorter), bit for bit, and is close to float64."""
     p = problems(m, n, k)
     a, b = stored(p.A, trans, True), stored(p.B, trans, True)
     split = raw_product(kernel, m, n, k, a, b, trans, trans)
@@ -172,6 +180,30 @@ def test_split_is_the_in_order_sum_of_the_slices(kernel, trans, m, n, k, problem
     assert not np.isnan(split).any(), f"{kernel}: NaN left in the split result"
     mismatches = np.argwhere(split != total)
     assert mismatches.size == 0, (
-        f"{kernel}: {len(mismatches)} elements differ from the in-order sum of the slices, first at "
+        f"{kernel}: {len(mismatches)} elements differ from the in-order sum of slices of {step}, first at "
         f"{mismatches[:3].tolist()}: {split[tuple(mismatches[0])]!r} vs {total[tuple(mismatches[0])]!r}")
     assert_close(split, p.ref, tol=tolerance(kernel), what=f"{kernel} split {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("kernel", SPLITTING_KERNELS)
+@pytest.mark.parametrize("trans", [False, True], ids=["row_major", "col_major"])
+@pytest.mark.parametrize("m,n,k", BITWISE_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in BITWISE_SHAPES])
+def test_split_is_the_in_order_sum_of_the_slices(kernel, trans, m, n, k, problems):
+    """Each slice sums its K range in one accumulator, in the order an unsplit call on that range does, and
+    the slices are added in order in float32: the one-launch split equals that sum bit for bit."""
+    step = slice_step(m, n, k, kernel)
+    assert step < k and step % SLICE_MULTIPLE == 0
+    assert_in_order_sum(kernel, m, n, k, trans, step, problems)
+
+
+FILLING_KERNELS = [p for p in SPLITTING_KERNELS if fill_of(p.values[0]) is not None]
+
+
+@pytest.mark.parametrize("kernel", FILLING_KERNELS)
+def test_tensor_core_rungs_slice_only_to_fill_the_gpu(kernel, problems):
+    """At 1024 x 512 x 8192 the tensor-core rungs' blocks (32 to 128 of them) leave SMs idle, so K is cut,
+    but only until one wave fills the GPU: 2 to 8 slices, not the 16 of 512 the SIMT rungs take."""
+    m, n, k = 1024, 512, 8192
+    step = slice_step(m, n, k, kernel)
+    assert SPLIT_SLICE < step < k, f"{kernel}: slices of {step}"
+    assert_in_order_sum(kernel, m, n, k, False, step, problems)

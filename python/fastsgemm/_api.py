@@ -24,6 +24,7 @@ class KernelConfig(NamedTuple):
     name: str
     shape: str  # what differs from the rung's own configuration
     max_dim: int  # largest M and N it takes
+    fill: tuple | None  # how a long K is sliced: KernelInfo.fill
 
 
 class KernelInfo(NamedTuple):
@@ -38,11 +39,15 @@ class KernelInfo(NamedTuple):
     sass: tuple  # instructions its idea compiles to, checked in CI (tests/test_compiled_kernels.py)
     precision: str  # "fp32": error like cuBLAS SGEMM's; "tf32": operands rounded to TF32 (about 3e-4)
     configs: tuple  # its other configurations (KernelConfig), for kernel="<name>:<config>" and kernel="auto"
+    # Past K = 4096 the extension runs K in slices, side by side, and sums them (csrc/operands.c). None: slices of
+    # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm): sums accurate at any K, so
+    # only as many slices as one wave of such blocks needs to fill the GPU.
+    fill: tuple | None = None
 
 
 _REGISTRY = tuple(
     KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
-               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]))
+               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]), r["fill"])
     for r in _sgemm.rungs()
 )
 _INDEX = {info.name: i for i, info in enumerate(_REGISTRY)}

@@ -38,7 +38,7 @@ def _kernels() -> dict:
     for r in _sgemm.rungs():
         if r["device"] == "cuda" and r["precision"] == "fp32":
             kernels[r["name"]] = r["max_dim"]
-            kernels.update({f"{r['name']}:{name}": max_dim for name, _, max_dim in r["configs"]})
+            kernels.update({f"{r['name']}:{name}": max_dim for name, _, max_dim, _ in r["configs"]})
     return kernels
 
 

@@ -26,7 +26,9 @@ from . import _tuning
 from ._api import ERROR_BOUND, _parse_kernel
 from .bench import SLOW_RUNG_LIMIT, git_commit, parse_shape, progress
 
-SQUARES = [[n] * 3 for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)]
+# Squares at every power of two, and between them from 256 up to 4096, where the best tile changes with how
+# the blocks fall on the SMs (auto takes the measured shape nearest in log scale).
+SQUARES = [[n] * 3 for n in (64, 128, 256, 384, 512, 768, 1024, 1280, 1536, 2048, 3072, 4096, 8192, 16384)]
 # Beyond the squares: sizes that are not multiples of 4 (no 16-byte loads), tall-and-skinny and wide
 # results, a small K (little work per output) and long K with small and large results (the ladder's rungs
 # split K > 4096 into slices for accuracy, all in one launch, then sum them in order).
@@ -39,6 +41,7 @@ OTHER_SHAPES = [
     [8192, 8192, 256],
     [64, 64, 8192],
     [256, 256, 16384],
+    [512, 512, 16384],
     [128, 128, 65536],
     [1024, 1024, 32768],
     [4096, 4096, 16384],
@@ -73,7 +76,7 @@ def measure(shape, names, repeats, warmup, on_progress):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=parse_shape, default=None,
-                        help="N (square) or MxNxK (default: square 128 .. 16384 and nine other shapes)")
+                        help="N (square) or MxNxK (default: 14 squares from 64 to 16384 and 12 other shapes)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--output", type=Path, default=_tuning.SHIPPED_TABLE,
