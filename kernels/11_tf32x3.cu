@@ -101,3 +101,10 @@ extern "C" cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t
 extern "C" cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::tensorcore::wgmma_else_mma_sync(g, stream, fsg_tf32x3_128x64_sgemm_sm90, fsg_tf32x3_mma_sync_sgemm);
 }
+
+/* The wgmma path without the pack pass (128 x 64 tiles; mma.sync where wgmma
+ * is not had): for a small result and a long K, where packing the operands
+ * costs more than the product (tf32x3_sm90.cu). */
+extern "C" cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::tensorcore::wgmma_else_mma_sync(g, stream, fsg_tf32x3_direct_sgemm_sm90, fsg_tf32x3_mma_sync_sgemm);
+}

@@ -128,16 +128,23 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
     }
 }
 /* The two barriers of each of `stages` pipeline stages, by one thread before
- * the block's first __syncthreads: full[s] completes on the producer's one
- * arrival plus the bytes of the stage's bulk copies, empty[s] on an arrival
+ * the block's first __syncthreads: full[s] completes on `producers` arrivals
+ * (one producer thread's, plus the bytes of the stage's bulk copies; or every
+ * thread of a producer that writes the stage itself), empty[s] on an arrival
  * from every consumer thread after its wgmmas have read the stage. */
-__device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty, int stages, int consumers) {
+__device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty, int stages, int producers,
+                                                    int consumers) {
     for (int s = 0; s < stages; ++s) {
-        mbarrier_init(&full[s], 1);
+        mbarrier_init(&full[s], producers);
         mbarrier_init(&empty[s], consumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
 }
+/* Orders this thread's ordinary stores to shared memory before later reads by
+ * the async proxy (wgmma): a producer that writes operand tiles itself runs
+ * it before it arrives on the stage's full barrier. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 /* Hands registers from the producer warpgroup to the consumers (sm_90a). */
 template <int N>
 __device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
@@ -369,23 +376,23 @@ __device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t
 /* What both Hopper kernels do first, every thread of the block: carve the
  * dynamic shared memory (STAGES stages of STAGE_FLOATS floats, then a full
  * and an empty barrier per stage: pipeline_smem_bytes), have thread 0
- * initialise the barriers before the block's first __syncthreads, and find
- * the block's output tile (BM x BN). Blocks take the tiles in groups of
- * kGroupRows block rows, column by column inside a group, so that the blocks
- * resident together share their A and B tiles in L2 instead of each wave
- * sweeping all of B. */
+ * initialise the barriers (full: PRODUCERS arrivals) before the block's first
+ * __syncthreads, and find the block's output tile (BM x BN). Blocks take the
+ * tiles in groups of kGroupRows block rows, column by column inside a group,
+ * so that the blocks resident together share their A and B tiles in L2
+ * instead of each wave sweeping all of B. */
 struct BlockStart {
     float *stages;
     uint64_t *full, *empty;
     int tile_m, tile_n;
 };
-template <int STAGES, int STAGE_FLOATS, int BM, int BN>
+template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
 __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
     BlockStart block;
     block.stages = reinterpret_cast<float *>(smem);
     block.full = reinterpret_cast<uint64_t *>(block.stages + STAGES * STAGE_FLOATS);
     block.empty = block.full + STAGES;
-    if (threadIdx.x == 0) init_stage_barriers(block.full, block.empty, STAGES, kConsumerThreads);
+    if (threadIdx.x == 0) init_stage_barriers(block.full, block.empty, STAGES, PRODUCERS, kConsumerThreads);
     __syncthreads();
     const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
     block.tile_m = tile.row;

@@ -136,6 +136,7 @@ cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 

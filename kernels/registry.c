@@ -37,6 +37,9 @@ static const fsg_config tf32x3_configs[] = {
     {"128x64", "the wgmma path with 128 x 64 block tiles: twice the blocks of 128 x 128, for medium problems "
      "(mma.sync where wgmma is not had)",
      fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1)},
+    {"direct", "the wgmma path without the pack pass, 128 x 64 tiles: the producer splits A and B into shared memory "
+     "itself, for a small result and a long K (mma.sync where wgmma is not had)",
+     fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1)},
 };
 
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))

@@ -33,6 +33,7 @@
 extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 extern "C" cudaError_t fsg_tf32x3_128x64_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
+extern "C" cudaError_t fsg_tf32x3_direct_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
 
 namespace fsg {
 namespace tensorcore {

@@ -72,6 +72,47 @@ struct BlockShape {
     static constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 };
 
+/* The consumers' side of a stage ring (both producers below fill it): a
+ * 64 x BN slice of the block tile per consumer warpgroup, nothing but wgmma
+ * and the main term's FADDs, then the epilogue. A stage holds A hi, A lo (128
+ * rows), B hi, B lo (BN rows), K-major in the 128-byte swizzle. */
+template <int BN, int STAGES, int PRODUCER_WARPGROUPS = 1>
+__device__ __forceinline__ void consume_stages(const fsg_gemm &g, const float *stages, uint64_t *full,
+                                               uint64_t *empty, int count, int tile_m, int tile_n) {
+    using Shape = BlockShape<BN>;
+    constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
+    const int consumer = threadIdx.x / 128 - PRODUCER_WARPGROUPS;
+    float corr[BN / 2] = {};  // the corrections, summed by the tensor core
+    float main[BN / 2] = {};  // the main term's running sum (FADD)
+    float part[BN / 2];       // this tile's main term, out of the tensor core
+    for (int t = 0; t < count; ++t) {
+        const int s = t % STAGES;
+        mbarrier_wait(&full[s], (t / STAGES) & 1);
+        const float *stage = stages + s * kStageFloats;
+        const float *a_hi = stage + consumer * kWgRows * kBK, *a_lo = a_hi + kTileFloats;
+        const float *b_hi = stage + 2 * kTileFloats, *b_lo = b_hi + kBPart;
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kBK / 8; ++ks) {  // k-steps of 8: 32 bytes along each 128-byte row
+            const uint64_t da = descriptor(a_hi + 8 * ks), db = descriptor(b_hi + 8 * ks);
+            wgmma_64xNx8(part, da, db, ks > 0);
+            wgmma_64xNx8(corr, descriptor(a_lo + 8 * ks), db, 1);
+            wgmma_64xNx8(corr, da, descriptor(b_lo + 8 * ks), 1);
+        }
+        wgmma_commit();
+        wgmma_wait_all();
+        touch(corr);
+        touch(part);
+        mbarrier_arrive(&empty[s]);  // this stage's reads are done: the producer may refill it
+        // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
+    }
+
+    store_slice<BN>(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * BN,
+                    [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+}
+
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles (hi, then lo), one per k-step, and so does B's; the block's
  * split-K slice takes its own run of them (slice_tiles) and its own D. */
@@ -88,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tid = threadIdx.x, warpgroup = tid / 128;
 
     if (warpgroup == 0) {
-        // Producer: one thread, two or three bulk copies per stage; the rest of the warpgroup only gives its registers up.
+        // Producer: one thread, two or three bulk copies per stage; the rest of the warpgroup gives its registers up.
         registers_down<kProducerRegisters>();
         if (tid == 0) {
             const float *a = packed_a + ((int64_t)tile_m * tiles_k + slice.first) * 2 * kTileFloats;
@@ -107,44 +148,183 @@ __global__ void __launch_bounds__(kThreads, 1)
             produce_stages<kStages, kStageFloats>(stages, full, empty, slice.count, copy);
         }
     } else {
-        // Consumers: a 64 x BN slice of the block tile each, nothing but wgmma and the main term's FADDs.
         registers_up<kConsumerRegisters>();
-        const int consumer = warpgroup - 1;
-        float corr[BN / 2] = {};  // the corrections, summed by the tensor core
-        float main[BN / 2] = {};  // the main term's running sum (FADD)
-        float part[BN / 2];       // this tile's main term, out of the tensor core
-        for (int t = 0; t < slice.count; ++t) {
-            const int s = t % kStages;
-            mbarrier_wait(&full[s], (t / kStages) & 1);
-            const float *stage = stages + s * kStageFloats;
-            const float *a_hi = stage + consumer * kWgRows * kBK, *a_lo = a_hi + kTileFloats;
-            const float *b_hi = stage + 2 * kTileFloats, *b_lo = b_hi + kBPart;
-            wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < kBK / 8; ++ks) {  // k-steps of 8: 32 bytes along each 128-byte row
-                const uint64_t da = descriptor(a_hi + 8 * ks), db = descriptor(b_hi + 8 * ks);
-                wgmma_64xNx8(part, da, db, ks > 0);
-                wgmma_64xNx8(corr, descriptor(a_lo + 8 * ks), db, 1);
-                wgmma_64xNx8(corr, da, descriptor(b_lo + 8 * ks), 1);
-            }
-            wgmma_commit();
-            wgmma_wait_all();
-            touch(corr);
-            touch(part);
-            mbarrier_arrive(&empty[s]);  // this stage's reads are done: the producer may refill it
-            // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
-        }
-
-        store_slice<BN>(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * BN,
-                        [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+        consume_stages<BN, kStages>(g, stages, full, empty, slice.count, tile_m, tile_n);
     }
 }
 
 template <int BN>
 cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
     return launch_on_packed<2, kBM, BN>(wgmma_tf32x3_kernel<BN>, BlockShape<BN>::kSmemBytes, *g, stream, launched);
+}
+
+/* ---- The direct path (tf32x3:direct): no pack pass ----
+ *
+ * The pack pass moves (MK + KN) x 12 bytes through DRAM before the GEMM and
+ * the GEMM reads 8 of them back. Where the result is small and K long
+ * (256 x 256 x 16384: 48 MB packed, 36 us, for a product cuBLAS does in 58 us)
+ * that traffic is the call. Here the producer warpgroup brings each k-tile of
+ * A and B from the caller's matrices itself: cp.async copies (16 bytes where
+ * the matrix allows) into a raw staging ring, kRawStages tiles in flight,
+ * then a pass that reads the raw tile, splits it and writes hi and lo into
+ * the stage in the operand layout. DRAM sees (MK + KN) x 4 bytes and nothing
+ * written. The consumers are the packed path's, and so are the numbers, bit
+ * for bit: the same split (split_rn), tiles and order of sums as
+ * tf32x3:128x64.
+ *
+ * The conversion: a producer thread owns 16-byte chunks of the operand tile,
+ * four consecutive k of one row (m of A, n of B), one STS.128 each for hi and
+ * lo. The raw tile lies as the matrix does. Where k is its contiguous
+ * direction a chunk is one LDS.128, and a quarter warp (8 lanes) takes the 8
+ * chunks of one row: all 32 banks on both sides. Where rows are contiguous a
+ * warp's lanes take one chunk of 32 consecutive rows (four LDS.32, each a
+ * whole 128-byte line); a quarter warp then stores 8 consecutive rows of one
+ * chunk column, whose swizzled positions differ.
+ *
+ * A first version loaded each tile into registers, one tile ahead: correct,
+ * but the producer waited out a load's latency every tile and ran the whole
+ * kernel at 31-33 TFLOP/s whatever the shape (benchmarks/NOTES.md). */
+constexpr int kDirectStages = 3, kRawStages = 3;
+// Two producer warpgroups: the copies' address arithmetic and the split are a few hundred instructions a tile
+// for each producer thread, and one warp per SM sub-partition could not issue them fast enough.
+constexpr int kDirectProducers = 256, kDirectThreads = kDirectProducers + kConsumerThreads;
+constexpr int kDirectProducerRegisters = 88, kDirectConsumerRegisters = 168;  // no spills either side
+static_assert(kDirectProducers * kDirectProducerRegisters + kConsumerThreads * kDirectConsumerRegisters <=
+                  kDirectThreads * 128,
+              "the block starts with 128 registers a thread (__launch_bounds__(512, 1))");
+
+/* Shared memory: the operand stages and their barriers (start_block), then the raw ring. */
+template <int BN>
+struct DirectLayout {
+    static constexpr int kRawFloats = (kBM + BN) * kBK;  // raw A, then raw B
+    static constexpr size_t kStagesBytes = pipeline_smem_bytes(kDirectStages, BlockShape<BN>::kStageFloats);
+    static constexpr size_t kRawOffset = (kStagesBytes + 127) / 128 * 128;
+    static constexpr size_t kSmemBytes = kRawOffset + (size_t)kRawStages * kRawFloats * sizeof(float);
+    static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
+};
+
+/* The producer warpgroups' own barrier (named barrier 1; __syncthreads is 0). */
+__device__ __forceinline__ void producer_sync() {
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kDirectProducers) : "memory");
+}
+
+/* Where chunk j of producer thread p lies in a ROWS-row tile: row r, k = 4 c .. 4 c + 3. */
+template <int ROWS, bool ALONG_K>
+__device__ __forceinline__ void chunk_place(int p, int j, int &r, int &c) {
+    const int q = p + kDirectProducers * j;
+    if constexpr (ALONG_K) {  // 8 lanes take a row's 8 chunks
+        r = q / 8;
+        c = q % 8;
+    } else {  // 32 lanes take one chunk column of 32 rows
+        r = q % ROWS;
+        c = q / ROWS;
+    }
+}
+
+/* Splits producer thread p's chunks of a raw ROWS x kBK tile (element (row, k)
+ * at raw[row * kBK + k] when ALONG_K, else raw[k * ROWS + row]) into the
+ * operand tiles hi and lo. */
+template <int ROWS, bool ALONG_K>
+__device__ __forceinline__ void split_tile(const float *raw, float *hi, float *lo, int p) {
+#pragma unroll
+    for (int j = 0; j < ROWS * kBK / 4 / kDirectProducers; ++j) {
+        int r, c;
+        chunk_place<ROWS, ALONG_K>(p, j, r, c);
+        float x[4];
+        if constexpr (ALONG_K) {
+            const float4 v = *reinterpret_cast<const float4 *>(raw + r * kBK + 4 * c);
+            x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[e] = raw[(4 * c + e) * ROWS + r];
+        }
+        uint32_t h[4], l[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) split_rn(x[e], h[e], l[e]);
+        const int at = operand_offset(r, 4 * c);  // the chunk's 16 bytes are contiguous, 16-byte aligned
+        *reinterpret_cast<uint4 *>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
+        *reinterpret_cast<uint4 *>(lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
+/* A_TRANS, B_TRANS: ladder.h's transpose flags (a column-major A has m, not
+ * k, contiguous; a column-major B has k contiguous). */
+template <int BN, bool A_TRANS, bool B_TRANS>
+__global__ void __launch_bounds__(kDirectThreads, 1) wgmma_tf32x3_direct_kernel(fsg_gemm problem) {
+    using Shape = BlockShape<BN>;
+    using Layout = DirectLayout<BN>;
+    constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const int count = (int)ceil_div(g.k, kBK);
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
+    // operand stages: [kDirectStages][A hi, A lo, B hi, B lo]; full completes on every producer thread's arrival
+    const auto [stages, full, empty, tile_m, tile_n] =
+        start_block<kDirectStages, kStageFloats, kBM, BN, kDirectProducers>(smem, g);
+    const int tid = threadIdx.x;
+
+    if (tid < kDirectProducers) {
+        registers_down<kDirectProducerRegisters>();
+        float *raw = reinterpret_cast<float *>(reinterpret_cast<char *>(smem) + Layout::kRawOffset);
+        const bool a_vec = aligned16(g.a, g.lda), b_vec = aligned16(g.b, g.ldb);
+        const int64_t row0 = (int64_t)tile_m * kBM, col0 = (int64_t)tile_n * BN;
+        // Tile t's raw copies into raw stage t % kRawStages, each operand as it lies in its matrix.
+        auto fetch = [&](int t) {
+            float *raw_a = raw + (t % kRawStages) * Layout::kRawFloats, *raw_b = raw_a + kBM * kBK;
+            const int64_t k0 = (int64_t)t * kBK;
+            auto to_a = [&](int r, int c) { return A_TRANS ? raw_a + c * kBM + r : raw_a + r * kBK + c; };
+            auto to_b = [&](int r, int c) { return B_TRANS ? raw_b + c * kBK + r : raw_b + r * BN + c; };
+            constexpr int kP = kDirectProducers;
+            if (a_vec) copy_tile_async<kBM, kBK, kP, A_TRANS, true, int64_t>(g.a, g.lda, g.m, g.k, row0, k0, tid, to_a);
+            else copy_tile_async<kBM, kBK, kP, A_TRANS, false, int64_t>(g.a, g.lda, g.m, g.k, row0, k0, tid, to_a);
+            if (b_vec) copy_tile_async<kBK, BN, kP, B_TRANS, true, int64_t>(g.b, g.ldb, g.k, g.n, k0, col0, tid, to_b);
+            else copy_tile_async<kBK, BN, kP, B_TRANS, false, int64_t>(g.b, g.ldb, g.k, g.n, k0, col0, tid, to_b);
+        };
+        // Fill all raw stages but one; a commit per stage, even an empty one, keeps the group count uniform.
+#pragma unroll
+        for (int t = 0; t < kRawStages - 1; ++t) {
+            if (t < count) fetch(t);
+            cp_async_commit();
+        }
+        for (int t = 0; t < count; ++t) {
+            producer_sync();  // everyone has split tile t - 1: its raw stage may be refilled
+            if (t + kRawStages - 1 < count) fetch(t + kRawStages - 1);
+            cp_async_commit();
+            cp_async_wait<kRawStages - 1>();  // this thread's copies of tile t have landed...
+            producer_sync();                  // ...and everyone's
+            const int s = t % kDirectStages;
+            if (t >= kDirectStages) mbarrier_wait(&empty[s], (t / kDirectStages - 1) & 1);  // its last tile is read
+            const float *raw_a = raw + (t % kRawStages) * Layout::kRawFloats, *raw_b = raw_a + kBM * kBK;
+            float *stage = stages + s * kStageFloats;
+            split_tile<kBM, !A_TRANS>(raw_a, stage, stage + kTileFloats, tid);
+            split_tile<BN, B_TRANS>(raw_b, stage + 2 * kTileFloats, stage + 2 * kTileFloats + kBPart, tid);
+            fence_proxy_async();  // these stores, before the consumers' wgmmas read them
+            mbarrier_arrive(&full[s]);
+        }
+    } else {
+        registers_up<kDirectConsumerRegisters>();
+        consume_stages<BN, kDirectStages, kDirectProducers / 128>(g, stages, full, empty, count, tile_m, tile_n);
+    }
+}
+
+/* The direct path's launcher: one block per 128 x BN tile on grid x, split-K
+ * slices on grid z. *launched stays false (the mma.sync path then runs) for
+ * k == 0 and for grids past grid x's limit. */
+template <int BN>
+cudaError_t launch_direct(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
+    const int64_t tiles = ceil_div(g->m, kBM) * ceil_div(g->n, BN);
+    *launched = g->k > 0 && tiles <= INT32_MAX;
+    if (!*launched) return cudaSuccess;
+    const dim3 grid((unsigned)tiles, 1, slice_count(*g));
+    const size_t smem = DirectLayout<BN>::kSmemBytes;
+    auto run = [&](auto kernel) { launch_with_smem(kernel, grid, kDirectThreads, smem, stream, *g); };
+    if (g->a_trans) {
+        if (g->b_trans) run(wgmma_tf32x3_direct_kernel<BN, true, true>);
+        else run(wgmma_tf32x3_direct_kernel<BN, true, false>);
+    } else {
+        if (g->b_trans) run(wgmma_tf32x3_direct_kernel<BN, false, true>);
+        else run(wgmma_tf32x3_direct_kernel<BN, false, false>);
+    }
+    return cudaGetLastError();
 }
 
 }  // namespace tf32x3
@@ -159,4 +339,9 @@ extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t str
 /* 128 x 64 block tiles: twice the blocks, for problems whose 128 x 128 tiles leave SMs idle. */
 extern "C" cudaError_t fsg_tf32x3_128x64_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
     return fsg::hopper::tf32x3::launch<64>(g, stream, launched);
+}
+
+/* No pack pass, 128 x 64 block tiles: for a small result and a long K. */
+extern "C" cudaError_t fsg_tf32x3_direct_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
+    return fsg::hopper::tf32x3::launch_direct<64>(g, stream, launched);
 }

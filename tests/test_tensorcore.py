@@ -79,3 +79,38 @@ def test_hopper_default_and_the_mma_sync_path_differ(kernel, rng):
     bound = fastsgemm._api.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
     for result in (default, ampere):
         assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < bound
+
+
+# (m, n, k): whole tiles; partial tiles on every edge; a K that is no multiple of 4 (the direct path's scalar
+# loads); and a long K, split into slices (csrc/operands.c), each slice read from the middle of the operands.
+DIRECT_SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000)]
+TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
+
+
+@pytest.mark.parametrize("m,n,k", DIRECT_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in DIRECT_SHAPES])
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES,
+                         ids=[f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES])
+def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng):
+    """tf32x3:direct splits A and B inside the GEMM where tf32x3:128x64 packs them first; the split, the tiles
+    and the order of the sums are the same, so on Hopper the two must agree bit for bit, for row- and
+    column-major operands (k contiguous or not; 16-byte loads or not) and at every edge. The comparison cannot
+    pass by accident: tf32x3 and tf32x3:mma.sync differ in their bits (the test above)."""
+    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    # Column-major operands are their transposes stored row-major, read through sgemm_raw's transpose flags.
+    a = fastsgemm.to_device(np.ascontiguousarray(A.T) if trans_a else A)
+    b = fastsgemm.to_device(np.ascontiguousarray(B.T) if trans_b else B)
+    lda, ldb = (m if trans_a else k), (k if trans_b else n)
+    results = {}
+    for kernel in ("tf32x3:direct", "tf32x3:128x64"):
+        out = fastsgemm.to_device(np.full((m, n), np.nan, np.float32))
+        fastsgemm.sgemm_raw(m, n, k, 1.0, a.ptr, lda, b.ptr, ldb, 0.0, out.ptr, n, kernel=kernel,
+                            trans_a=trans_a, trans_b=trans_b)
+        results[kernel] = out.numpy()
+    direct, packed = results["tf32x3:direct"], results["tf32x3:128x64"]
+    assert not np.isnan(direct).any()
+    mismatches = np.argwhere(direct != packed)
+    assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
+    exact = reference(A, B)
+    assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm._api.ERROR_BOUND["fp32"]
