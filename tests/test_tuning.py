@@ -50,9 +50,23 @@ def test_read_table(tmp_path):
             _tuning.read_table(tmp_path / "bad.json")
 
 
+def test_choice_gives_cublas_only_a_clear_win():
+    """cuBLAS's host time per call is not in the kernel timings, so it must be more than CUBLAS_MARGIN faster."""
+    from fastsgemm.tune import CUBLAS_HOST_BOUND_MS, CUBLAS_MARGIN, choose
+    small = CUBLAS_HOST_BOUND_MS / 2  # a kernel time at which cuBLAS's host time matters
+    assert choose({"cublas": small, "tf32x3": small * 1.04, "smem": small * 2}) == "tf32x3"
+    assert choose({"cublas": small, "tf32x3": small * CUBLAS_MARGIN * 1.01}) == "cublas"
+    assert choose({"cublas": small, "tf32x3": small * 0.9, "warptile": small * 0.95}) == "tf32x3"
+    assert choose({"cublas": small}) == "cublas"
+    large = CUBLAS_HOST_BOUND_MS * 2  # past it, the fastest kernel wins
+    assert choose({"cublas": large, "tf32x3": large * 1.04}) == "cublas"
+
+
 def test_shipped_table_is_sound():
-    """Every entry names a kernel auto may run (FP32-accurate, CUDA, built), its choice is the fastest of
-    its own measurements with cuBLAS among them, and looking its shape up gives that choice back."""
+    """Every entry names a kernel auto may run (FP32-accurate, CUDA, built), its choice is what
+    fastsgemm.tune.choose makes of its own measurements with cuBLAS among them, and looking its shape up gives
+    that choice back."""
+    from fastsgemm.tune import choose
     table = _tuning.read_table(_tuning.SHIPPED_TABLE)
     known = _tuning._kernels()
     assert "tf32" not in known and "cublas_tf32" not in known and "cublas" in known
@@ -63,7 +77,7 @@ def test_shipped_table_is_sound():
         for shape, entry in zip(device["shapes"], entries):
             times = shape["median_ms"]
             assert set(times) <= set(known) and "cublas" in times, (name, shape)
-            assert shape["kernel"] == min(times, key=times.get), (name, shape)
+            assert shape["kernel"] == choose(times), (name, shape)
             assert _tuning.pick(entries, *entry[:3]) == shape["kernel"], (name, shape)
 
 
