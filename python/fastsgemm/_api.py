@@ -24,7 +24,7 @@ class KernelConfig(NamedTuple):
     name: str
     shape: str  # what differs from the rung's own configuration
     max_dim: int  # largest M and N it takes
-    fill: tuple | None  # how a long K is sliced: KernelInfo.fill
+    fill: tuple | None = None  # how a long K is sliced: KernelInfo.fill
 
 
 class KernelInfo(NamedTuple):
