@@ -614,17 +614,89 @@ static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
-/* ---- DeviceBuffer: cudaMalloc'd memory owned by a Python object ---- */
+/* ---- DeviceBuffer: device memory owned by a Python object ----
+ *
+ * Two kinds. DeviceBuffer(nbytes, device) is cudaMalloc'd and cudaFree'd:
+ * the free waits for the whole device, so no work anywhere can still be
+ * using it. A result the fast path makes on a stream the legacy default
+ * stream orders (the legacy stream itself, the per-thread stream, or any
+ * stream made without cudaStreamNonBlocking), outside a stream capture,
+ * comes instead from a stream-ordered memory pool per device, and goes back
+ * to it with cudaFreeAsync on the legacy default stream: ordered after all
+ * work already queued on every such stream, with no synchronize and no
+ * driver allocation per call (the pool keeps up to a 64th of the device's
+ * memory between calls). What that order cannot see, a non-blocking stream
+ * that fastsgemm read the buffer on, or any place its address went (the
+ * array interfaces, DLPack, DeviceArray.ptr), marks it shared; a shared
+ * buffer is freed after cudaDeviceSynchronize, as cudaFree would. */
+
+static cudaMemPool_t result_pools[64];  /* by device ordinal; guarded by the GIL */
+
+/* Whether work queued on `stream` is ordered with the legacy default stream (both ways). */
+static int ordered_with_legacy(cudaStream_t stream) {
+    if (stream == (cudaStream_t)0 || stream == cudaStreamPerThread) return 1;
+    unsigned flags;
+    if (cudaStreamGetFlags(stream, &flags) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return (flags & cudaStreamNonBlocking) == 0;
+}
+
+void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream) {
+    if (buffer->pooled && !buffer->shared && !ordered_with_legacy(stream)) buffer->shared = 1;
+}
+
+/* Device memory from `device`'s result pool in stream order on `stream`, or
+ * cudaErrorNotSupported when the pool cannot be used for it (the caller then
+ * takes cudaMalloc): no pool, a stream outside the legacy stream's order, or
+ * a stream being captured. */
+static cudaError_t pool_allocate(int device, cudaStream_t stream, size_t nbytes, void **ptr) {
+    if (device < 0 || device >= (int)(sizeof result_pools / sizeof result_pools[0]) || !ordered_with_legacy(stream))
+        return cudaErrorNotSupported;
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        return cudaErrorNotSupported;
+    }
+    if (result_pools[device] == NULL) {
+        size_t free_bytes, total_bytes;
+        struct cudaMemPoolProps props = {0};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        cudaMemPool_t pool;
+        cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+        if (err == cudaSuccess) err = cudaMemPoolCreate(&pool, &props);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            return cudaErrorNotSupported;
+        }
+        uint64_t keep = total_bytes / 64;
+        if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
+            cudaGetLastError();
+            (void)cudaMemPoolDestroy(pool);
+            return cudaErrorNotSupported;
+        }
+        result_pools[device] = pool;
+    }
+    return cudaMallocFromPoolAsync(ptr, nbytes, result_pools[device], stream);
+}
 
 static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nbytes;
     int device;
-    static char *keywords[] = {"nbytes", "device", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ni:DeviceBuffer", keywords, &nbytes, &device)) return NULL;
+    PyObject *stream_obj = Py_None;
+    static char *keywords[] = {"nbytes", "device", "stream", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ni|O:DeviceBuffer", keywords, &nbytes, &device, &stream_obj))
+        return NULL;
     if (nbytes < 0) {
         PyErr_SetString(PyExc_ValueError, "DeviceBuffer: nbytes must be >= 0");
         return NULL;
     }
+    cudaStream_t stream = 0;
+    const int stream_ordered = stream_obj != Py_None;
+    if (stream_ordered && stream_from_object(stream_obj, &stream) < 0) return NULL;
     module_state *st = PyType_GetModuleState(type);
     if (st == NULL) return NULL;
     DeviceBuffer *self = (DeviceBuffer *)type->tp_alloc(type, 0);
@@ -638,10 +710,17 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
         Py_DECREF(self);
         return NULL;
     }
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaMalloc(&self->ptr, (size_t)nbytes);
-    Py_END_ALLOW_THREADS
+    cudaError_t err = cudaErrorNotSupported;
+    if (stream_ordered) {
+        err = pool_allocate(device, stream, (size_t)nbytes, &self->ptr);
+        if (err == cudaErrorMemoryAllocation) cudaGetLastError();  // not sticky: cudaMalloc may still find room
+        self->pooled = err == cudaSuccess;
+    }
+    if (!self->pooled) {
+        Py_BEGIN_ALLOW_THREADS
+        err = cudaMalloc(&self->ptr, (size_t)nbytes);
+        Py_END_ALLOW_THREADS
+    }
     leave_device(previous);
     if (err != cudaSuccess) {
         cudaGetLastError();
@@ -659,13 +738,38 @@ static void DeviceBuffer_dealloc(DeviceBuffer *self) {
         if (cudaGetDevice(&current) == cudaSuccess && current != self->device &&
             cudaSetDevice(self->device) == cudaSuccess)
             previous = current;
-        // cudaFree waits for work still using the memory; nobody is left to
-        // tell of a failure here, so it is cleared, never raised.
-        if (cudaFree(self->ptr) != cudaSuccess) cudaGetLastError();
+        // Nobody is left to tell of a failure here, so errors are cleared, never raised.
+        cudaError_t err;
+        if (!self->pooled) {
+            err = cudaFree(self->ptr);  // waits for work still using the memory
+        } else {
+            err = self->shared ? cudaDeviceSynchronize() : cudaSuccess;
+            // On the legacy default stream: after all work queued so far on the streams it orders.
+            const cudaError_t freed = cudaFreeAsync(self->ptr, (cudaStream_t)0);
+            if (err == cudaSuccess) err = freed;
+        }
+        if (err != cudaSuccess) cudaGetLastError();
         leave_device(previous);
     }
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
+}
+
+/* share(): its address is going somewhere fastsgemm cannot follow. */
+static PyObject *DeviceBuffer_share(DeviceBuffer *self, PyObject *unused) {
+    (void)unused;
+    self->shared = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *DeviceBuffer_pooled(DeviceBuffer *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->pooled);
+}
+
+static PyObject *DeviceBuffer_shared(DeviceBuffer *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->shared);
 }
 
 static PyObject *DeviceBuffer_ptr(DeviceBuffer *self, void *closure) {
@@ -681,6 +785,14 @@ static PyMemberDef DeviceBuffer_members[] = {
 
 static PyGetSetDef DeviceBuffer_getset[] = {
     {"ptr", (getter)DeviceBuffer_ptr, NULL, "device address (0 when empty)", NULL},
+    {"pooled", (getter)DeviceBuffer_pooled, NULL, "from the stream-ordered result pool, not cudaMalloc", NULL},
+    {"shared", (getter)DeviceBuffer_shared, NULL, "freed only after a device synchronize", NULL},
+    {NULL},
+};
+
+static PyMethodDef DeviceBuffer_methods[] = {
+    {"share", (PyCFunction)DeviceBuffer_share, METH_NOARGS,
+     "share(): its address leaves fastsgemm's sight; it will be freed after a device synchronize"},
     {NULL},
 };
 
@@ -689,7 +801,9 @@ static PyType_Slot DeviceBuffer_slots[] = {
     {Py_tp_dealloc, DeviceBuffer_dealloc},
     {Py_tp_members, DeviceBuffer_members},
     {Py_tp_getset, DeviceBuffer_getset},
-    {Py_tp_doc, "DeviceBuffer(nbytes, device): device memory from cudaMalloc, freed with the object."},
+    {Py_tp_methods, DeviceBuffer_methods},
+    {Py_tp_doc, "DeviceBuffer(nbytes, device, stream=None): device memory freed with the object; from cudaMalloc, "
+                "or with a stream the legacy default stream orders, from a stream-ordered pool."},
     {0, NULL},
 };
 

@@ -58,7 +58,14 @@ typedef struct DeviceBuffer {
     void *ptr;
     Py_ssize_t nbytes;
     int device;
+    int pooled; /* from the stream-ordered result pool (csrc/_sgemm.c), not cudaMalloc */
+    int shared; /* its address went out (an interface, DLPack, .ptr) or a stream outside the legacy stream's order
+                   read it: freed only after the device has synchronized */
 } DeviceBuffer;
+
+/* Marks a pooled buffer as read on `stream`: one the legacy default stream does not order (a non-blocking
+ * stream) makes its free wait for the whole device (csrc/_sgemm.c, "DeviceBuffer"). */
+void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream);
 
 /* ---- operands and kernels ---- */
 

@@ -410,7 +410,9 @@ static PyObject *new_result(module_state *st, operand_kind kind, PyObject *templ
     case KIND_TORCH: result = PyObject_CallMethodOneArg(template, fs->s_new_empty, shape); break;
     case KIND_CUPY: result = PyObject_CallFunctionObjArgs(fs->cupy_empty, shape, fs->float32_dtype, NULL); break;
     case KIND_DEVICE_ARRAY: {
-        PyObject *buffer = PyObject_CallFunction((PyObject *)st->device_buffer, "ni", (Py_ssize_t)(m * n * 4), device);
+        // On the stream that will write it: from the stream-ordered pool where that stream allows (_sgemm.c).
+        PyObject *buffer =
+            PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)(m * n * 4), device, stream);
         if (buffer != NULL)
             result = PyObject_CallFunctionObjArgs(fs->device_array_type, buffer, shape, stream, NULL);
         Py_XDECREF(buffer);
@@ -551,7 +553,17 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         }
         have[2] = 1;
     }
-    if (kind == KIND_DEVICE_ARRAY) {  // wait for the last writers of the other operands
+    if (kind == KIND_DEVICE_ARRAY) {
+        // A pooled buffer read on a stream the legacy default stream does not order must not be freed in that
+        // order alone (_sgemm.c, "DeviceBuffer").
+        for (int i = 0; i < 4; ++i) {
+            if (objs[i] == Py_None && i != 2) continue;
+            PyObject *buffer = PyObject_GetAttr(i == 2 ? result : objs[i], fs->s_buffer);
+            if (buffer == NULL) goto error;
+            if (Py_TYPE(buffer) == st->device_buffer) device_buffer_read_on((DeviceBuffer *)buffer, stream);
+            Py_DECREF(buffer);
+        }
+        // Wait for the last writers of the other operands.
         for (int i = 1; i < 4; ++i) {
             if (streams[i] == NULL || streams[i] == Py_None) continue;
             void *producer = PyLong_AsVoidPtr(streams[i]);

@@ -309,3 +309,53 @@ def test_offsets_past_2_31(kernel, huge_buffer, rng):
     result = fastsgemm.sgemm(a, b, c, alpha=1.5, beta=-0.5, out=out, kernel=kernel)
     assert result is out
     assert_close(out.cpu().numpy(), reference(A, B, C, 1.5, -0.5), tol=tolerance(kernel), what=f"{kernel} with 64-bit offsets")
+
+
+# ---- DeviceArray results from the stream-ordered pool (csrc/_sgemm.c, "DeviceBuffer") ----
+
+
+@pytest.mark.gpu
+def test_device_array_results_come_from_the_pool_and_are_reused_correctly(rng):
+    """A DeviceArray result on the default stream is pooled (no cudaMalloc, no synchronizing cudaFree per call).
+    Chains of products whose intermediates are freed at once, so that later results reuse their memory in
+    stream order, stay right: a free that overtook the work still reading the memory would show as wrong
+    numbers."""
+    n = 192
+    A = (rng.uniform(-1, 1, (n, n)) / np.sqrt(n)).astype(np.float32)  # powers of A stay near 1 in size
+    a = fastsgemm.to_device(A)
+    assert not a._buffer.pooled, "to_device allocates with cudaMalloc"
+    first = fastsgemm.sgemm(a, a, kernel="tile2d")
+    assert first._buffer.pooled and not first._buffer.shared
+    expected = [A.astype(np.float64)]
+    for _ in range(6):
+        expected.append(expected[-1] @ A.astype(np.float64))
+    for trial in range(20):
+        x = a
+        for step in range(1, 7):
+            x = fastsgemm.sgemm(x, a, kernel="naive" if step % 2 else "cublas")  # the previous x is freed here
+            del_me = fastsgemm.sgemm(x, x, kernel="tile2d")  # a temporary freed at once, on the same stream
+            del del_me
+        assert x._buffer.pooled
+        assert_close(x.numpy(), expected[6], tol=1e-4, what=f"chain of pooled results, trial {trial}")
+
+
+@pytest.mark.gpu
+def test_pooled_results_given_away_are_freed_after_a_device_synchronize(rng):
+    """Where a pooled result's address leaves fastsgemm (the array interface, DLPack, .ptr), or fastsgemm itself
+    reads it on a non-blocking stream, its memory is marked to be freed only after the device synchronizes."""
+    A = random_matrix(rng, 64, 64)
+    a = fastsgemm.to_device(A)
+    for give_away in (lambda d: d.__cuda_array_interface__, lambda d: d.__dlpack__(), lambda d: d.ptr):
+        result = fastsgemm.sgemm(a, a)
+        assert result._buffer.pooled and not result._buffer.shared
+        give_away(result)
+        assert result._buffer.shared
+    cupy = pytest.importorskip("cupy")
+    pooled = fastsgemm.sgemm(a, a)
+    side = cupy.cuda.Stream(non_blocking=True)
+    on_side = fastsgemm.DeviceArray(pooled._buffer, pooled.shape, stream=side.ptr)  # the same memory, written on `side`
+    product = fastsgemm.sgemm(on_side, a)
+    side.synchronize()
+    assert pooled._buffer.shared, "read on a non-blocking stream, the buffer must wait for the device when freed"
+    assert not product._buffer.pooled, "a result on a non-blocking stream comes from cudaMalloc"
+    assert_close(product.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="on a side stream")

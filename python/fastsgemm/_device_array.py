@@ -75,6 +75,9 @@ class DeviceArray:
 
     @property
     def ptr(self):
+        """The device address. Once it has been asked for, the memory is freed only after a device synchronize:
+        fastsgemm cannot follow where the address goes."""
+        self._buffer.share()
         return self._buffer.ptr
 
     def __repr__(self):
@@ -82,7 +85,7 @@ class DeviceArray:
 
     def _core(self):
         rows, cols = self._shape
-        return (self.ptr, rows, cols, cols, 1)
+        return (self._buffer.ptr, rows, cols, cols, 1)
 
     # -- to the host --
     def numpy(self):
@@ -96,10 +99,11 @@ class DeviceArray:
     def __cuda_array_interface__(self):
         # 0 is the legacy default stream to the runtime but is disallowed in the interface, which spells it 1.
         stream = None if self._stream is None else (self._stream or 1)
+        self._buffer.share()  # its consumer may read it on any stream, later
         return {
             "shape": self._shape,
             "typestr": "<f4",
-            "data": (self.ptr, False),
+            "data": (self._buffer.ptr, False),
             "version": 3,
             "strides": None,
             "stream": stream,
@@ -122,8 +126,9 @@ class DeviceArray:
             _sgemm.stream_wait(stream, self._stream)
         versioned = max_version is not None and max_version[0] >= 1
         rows, cols = self._shape
+        self_or_copy._buffer.share()  # its consumer may read it on any stream, later
         return _sgemm.dlpack_export(
-            self_or_copy, self_or_copy.ptr, rows, cols, cols, 1, _DL_CUDA, self.device, versioned
+            self_or_copy, self_or_copy._buffer.ptr, rows, cols, cols, 1, _DL_CUDA, self.device, versioned
         )
 
 
