@@ -713,7 +713,7 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
     cudaError_t err = cudaErrorNotSupported;
     if (stream_ordered) {
         err = pool_allocate(device, stream, (size_t)nbytes, &self->ptr);
-        if (err == cudaErrorMemoryAllocation) cudaGetLastError();  // not sticky: cudaMalloc may still find room
+        if (err != cudaSuccess) cudaGetLastError();  // not sticky (out of memory, say): cudaMalloc may still work
         self->pooled = err == cudaSuccess;
     }
     if (!self->pooled) {
