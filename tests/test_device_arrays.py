@@ -352,8 +352,9 @@ def test_pooled_results_given_away_are_freed_after_a_device_synchronize(rng):
         assert result._buffer.shared
     cupy = pytest.importorskip("cupy")
     pooled = fastsgemm.sgemm(a, a)
+    cupy.cuda.runtime.deviceSynchronize()  # `side` below does not wait for the legacy stream that wrote `pooled`
     side = cupy.cuda.Stream(non_blocking=True)
-    on_side = fastsgemm.DeviceArray(pooled._buffer, pooled.shape, stream=side.ptr)  # the same memory, written on `side`
+    on_side = fastsgemm.DeviceArray(pooled._buffer, pooled.shape, stream=side.ptr)  # the same memory, read on `side`
     product = fastsgemm.sgemm(on_side, a)
     side.synchronize()
     assert pooled._buffer.shared, "read on a non-blocking stream, the buffer must wait for the device when freed"
