@@ -631,6 +631,7 @@ static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t
  * buffer is freed after cudaDeviceSynchronize, as cudaFree would. */
 
 static cudaMemPool_t result_pools[64];  /* by device ordinal; guarded by the GIL */
+static char result_pool_failed[64];     /* made once and failed: cudaMalloc from then on */
 
 /* Whether work queued on `stream` is ordered with the legacy default stream (both ways). */
 static int ordered_with_legacy(cudaStream_t stream) {
@@ -643,8 +644,19 @@ static int ordered_with_legacy(cudaStream_t stream) {
     return (flags & cudaStreamNonBlocking) == 0;
 }
 
+/* Whether `stream` is being captured into a CUDA graph (an error counts as yes). */
+static int capturing(cudaStream_t stream) {
+    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return capture != cudaStreamCaptureStatusNone;
+}
+
 void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream) {
-    if (buffer->pooled && !buffer->shared && !ordered_with_legacy(stream)) buffer->shared = 1;
+    // A captured read runs whenever, and on whatever stream, the graph is launched.
+    if (buffer->pooled && !buffer->shared && (!ordered_with_legacy(stream) || capturing(stream))) buffer->shared = 1;
 }
 
 /* Device memory from `device`'s result pool in stream order on `stream`, or
@@ -652,13 +664,9 @@ void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream) {
  * takes cudaMalloc): no pool, a stream outside the legacy stream's order, or
  * a stream being captured. */
 static cudaError_t pool_allocate(int device, cudaStream_t stream, size_t nbytes, void **ptr) {
-    if (device < 0 || device >= (int)(sizeof result_pools / sizeof result_pools[0]) || !ordered_with_legacy(stream))
+    if (device < 0 || device >= (int)(sizeof result_pools / sizeof result_pools[0]) || result_pool_failed[device] ||
+        !ordered_with_legacy(stream) || capturing(stream))
         return cudaErrorNotSupported;
-    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
-        cudaGetLastError();
-        return cudaErrorNotSupported;
-    }
     if (result_pools[device] == NULL) {
         size_t free_bytes, total_bytes;
         struct cudaMemPoolProps props = {0};
@@ -670,12 +678,14 @@ static cudaError_t pool_allocate(int device, cudaStream_t stream, size_t nbytes,
         if (err == cudaSuccess) err = cudaMemPoolCreate(&pool, &props);
         if (err != cudaSuccess) {
             cudaGetLastError();
+            result_pool_failed[device] = 1;
             return cudaErrorNotSupported;
         }
         uint64_t keep = total_bytes / 64;
         if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
             cudaGetLastError();
             (void)cudaMemPoolDestroy(pool);
+            result_pool_failed[device] = 1;
             return cudaErrorNotSupported;
         }
         result_pools[device] = pool;
@@ -735,18 +745,20 @@ static void DeviceBuffer_dealloc(DeviceBuffer *self) {
     PyTypeObject *type = Py_TYPE(self);
     if (self->ptr != NULL) {
         int previous = -1, current;
-        if (cudaGetDevice(&current) == cudaSuccess && current != self->device &&
-            cudaSetDevice(self->device) == cudaSuccess)
-            previous = current;
+        const int on_device = cudaGetDevice(&current) == cudaSuccess &&
+                              (current == self->device || cudaSetDevice(self->device) == cudaSuccess);
+        if (on_device && current != self->device) previous = current;
         // Nobody is left to tell of a failure here, so errors are cleared, never raised.
         cudaError_t err;
         if (!self->pooled) {
             err = cudaFree(self->ptr);  // waits for work still using the memory
+        } else if (!on_device) {
+            err = cudaErrorInvalidDevice;  // no legacy stream of its device to order the free on: left allocated
+        } else if (self->shared && (err = cudaDeviceSynchronize()) != cudaSuccess) {
+            // Work that may still read it could not be waited for (a capture forbids it, say): left allocated.
         } else {
-            err = self->shared ? cudaDeviceSynchronize() : cudaSuccess;
             // On the legacy default stream: after all work queued so far on the streams it orders.
-            const cudaError_t freed = cudaFreeAsync(self->ptr, (cudaStream_t)0);
-            if (err == cudaSuccess) err = freed;
+            err = cudaFreeAsync(self->ptr, (cudaStream_t)0);
         }
         if (err != cudaSuccess) cudaGetLastError();
         leave_device(previous);

@@ -345,7 +345,8 @@ def test_pooled_results_given_away_are_freed_after_a_device_synchronize(rng):
     reads it on a non-blocking stream, its memory is marked to be freed only after the device synchronizes."""
     A = random_matrix(rng, 64, 64)
     a = fastsgemm.to_device(A)
-    for give_away in (lambda d: d.__cuda_array_interface__, lambda d: d.__dlpack__(), lambda d: d.ptr):
+    for give_away in (lambda d: d.__cuda_array_interface__, lambda d: d.__dlpack__(), lambda d: d.ptr,
+                      lambda d: d.__dlpack__(copy=True)):
         result = fastsgemm.sgemm(a, a)
         assert result._buffer.pooled and not result._buffer.shared
         give_away(result)
@@ -360,3 +361,4 @@ def test_pooled_results_given_away_are_freed_after_a_device_synchronize(rng):
     assert pooled._buffer.shared, "read on a non-blocking stream, the buffer must wait for the device when freed"
     assert not product._buffer.pooled, "a result on a non-blocking stream comes from cudaMalloc"
     assert_close(product.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="on a side stream")
+

@@ -116,6 +116,7 @@ class DeviceArray:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"DeviceArray lives on {self.__dlpack_device__()}, cannot export to {dl_device}")
         if copy:
+            self._buffer.share()  # read on self._stream, which may be one the free cannot follow
             source, self_or_copy = self, DeviceArray.empty(self._shape, device=self.device)
             _sgemm.copy(self_or_copy._core(), source._core(), self._stream)
             self_or_copy._stream = self._stream
