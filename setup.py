@@ -1,6 +1,7 @@
-"""Build fastsgemm's extension: nvcc compiles kernels/*.cu, the C compiler
-compiles csrc/*.c and kernels/*.c, and one shared object links them with the
-CUDA runtime (static) and cuBLAS.
+"""Build fastsgemm's extension: nvcc compiles kernels/**/*.cu (the ladder's
+rungs in kernels/ladder/, support code in kernels/support/), the C compiler
+compiles csrc/*.c and kernels/**/*.c, and one shared object links them with
+the CUDA runtime (static) and cuBLAS.
 
 Environment:
   FASTSGEMM_CUDA_ARCHS  GPU architectures, e.g. "90" or "80;90" (default
@@ -22,9 +23,9 @@ ROOT = Path(__file__).parent.resolve()
 DEFAULT_ARCHS = "80;86;89;90"
 
 # Files that need other targets than the default list, e.g. Hopper-only
-# instructions (wgmma needs sm_90a): {"kernels/NN_name.cu": "90a"}. Their
+# instructions (wgmma needs sm_90a): {"kernels/ladder/NN_name.cu": "90a"}. Their
 # launchers check the device's compute capability before they launch.
-FILE_ARCHS = {"kernels/tf32_sm90.cu": "90a", "kernels/tf32x3_sm90.cu": "90a"}
+FILE_ARCHS = {"kernels/ladder/14_tf32.cu": "90a", "kernels/ladder/15_tf32x3.cu": "90a"}
 
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Wno-deprecated-gpu-targets"]
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
@@ -106,15 +107,16 @@ class BuildWithNvcc(build_ext):
 
         out_dir = Path(self.build_temp) / "cuda"
         out_dir.mkdir(parents=True, exist_ok=True)
-        headers = sorted(ROOT.glob("kernels/*.h")) + sorted(ROOT.glob("kernels/*.cuh"))
-        newest_header = max((h.stat().st_mtime for h in headers), default=0)
+        # A rung includes the rung before it (and headers): any change under kernels/ rebuilds every CUDA file.
+        inputs = [p for p in ROOT.glob("kernels/**/*") if p.suffix in (".h", ".cuh", ".cu")]
+        newest_input = max((p.stat().st_mtime for p in inputs), default=0)
         jobs = []
-        for source in sorted(ROOT.glob("kernels/*.cu")):
+        for source in sorted(ROOT.glob("kernels/**/*.cu")):
             relative = source.relative_to(ROOT).as_posix()
             file_archs = parse_archs(FILE_ARCHS[relative]) if relative in FILE_ARCHS else archs
-            obj = out_dir / (source.stem + ".o")
+            obj = out_dir / (relative.removeprefix("kernels/").replace("/", "_").removesuffix(".cu") + ".o")
             ext.extra_objects.append(str(obj))
-            if obj.exists() and obj.stat().st_mtime > max(source.stat().st_mtime, newest_header) and not self.force:
+            if obj.exists() and obj.stat().st_mtime > newest_input and not self.force:
                 continue
             command = [str(nvcc), *NVCC_FLAGS, *gencode_flags(file_archs), "-I", str(ROOT / "kernels"),
                        "-c", str(source), "-o", str(obj)]
@@ -137,11 +139,11 @@ class BuildWithNvcc(build_ext):
 
 extension = Extension(
     "fastsgemm._sgemm",
-    sources=sorted(p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.c"), *ROOT.glob("kernels/*.c"))),
+    sources=sorted(p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.c"), *ROOT.glob("kernels/**/*.c"))),
     include_dirs=["csrc", "kernels"],
     libraries=["cudart_static", "cublas", "stdc++", "dl", "rt", "pthread"],
     extra_compile_args=C_FLAGS,
-    depends=[p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.h"), *ROOT.glob("kernels/*.h"))],
+    depends=[p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.h"), *ROOT.glob("kernels/**/*.h"))],
 )
 
 setup(ext_modules=[extension], cmdclass={"build_ext": BuildWithNvcc})

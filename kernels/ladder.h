@@ -65,8 +65,8 @@ typedef struct fsg_gemm {
  * (CUDA rungs) or runs it before returning (the cpu rung, which ignores the
  * stream), checks its launch, and returns the first error it met. It never
  * prints, never exits, and keeps no global state beyond per-thread handles
- * (and the Hopper paths of rungs 10 and 11: one memory pool per device for
- * their workspaces, kernels/hopper.cuh). */
+ * (and the wgmma rungs 14 and 15: one memory pool per device for their
+ * workspaces, kernels/support/workspace_pool.c). */
 typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 
 /* Where a rung's operands must live. */
@@ -110,55 +110,59 @@ typedef struct fsg_rung {
     int config_count;
 } fsg_rung;
 
-/* The registry: the only list of rungs (kernels/registry.c). */
+/* The registry: the only list of rungs (kernels/support/registry.c). */
 extern const fsg_rung fsg_rungs[];
 extern const int fsg_rung_count;
 
-/* The launchers, one per rung file. */
+/* The launchers, one per rung (kernels/ladder/NN_<name>.cu; the cpu rung and
+ * the cuBLAS yardsticks in kernels/support/). */
 cudaError_t fsg_cpu_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_grouped_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tile1d_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_regbuffer_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32_mma_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_mma_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
-
-/* The configurations' launchers (registry.c says what each is). */
-cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_tf32_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_tf32x3_mma_sync_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
-/* Destroys the calling thread's cuBLAS handle, if it has one (kernels/cublas.c). */
+/* The configurations' launchers, in their rungs' files (registry.c says what each is). */
+cudaError_t fsg_tile2d_walked_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_warptile_waves_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
+
+/* Destroys the calling thread's cuBLAS handle, if it has one (kernels/support/cublas.c). */
 void fsg_cublas_release_thread_handle(void);
 
 /* Copies a rows x cols matrix between two strided views on the GPU
  * (strides in elements, any sign). Used to pack odd layouts, to seed D with C
  * and to scatter a temporary result into its final view
- * (kernels/strided_copy.cu). */
+ * (kernels/support/strided_copy.cu). */
 cudaError_t fsg_copy_matrix_cuda(float *dst, int64_t dst_rs, int64_t dst_cs,
                                  const float *src, int64_t src_rs, int64_t src_cs,
                                  int64_t rows, int64_t cols, cudaStream_t stream);
 
 /* D = alpha * (W_0 + W_1 + ... in that order) + beta * C, where W_s is the dense
  * row-major m x n partial product of K-slice s at w + s * m * n; C may be NULL
- * (beta == 0). For split-K (csrc/operands.c; kernels/strided_copy.cu). */
+ * (beta == 0). For split-K (csrc/operands.c; kernels/support/strided_copy.cu). */
 cudaError_t fsg_sum_k_slices_cuda(float *d, int64_t ldd, const float *c, int64_t ldc, float alpha, float beta,
                                   const float *w, int slices, int64_t m, int64_t n, cudaStream_t stream);
 
 /* Fills `count` floats with uniform random values in [-1, 1), deterministic
- * for a seed (kernels/fill_random.cu). For benchmarks: never time zeros. */
+ * for a seed (kernels/support/fill_random.cu). For benchmarks: never time zeros. */
 cudaError_t fsg_fill_uniform_cuda(float *data, int64_t count, uint64_t seed, cudaStream_t stream);
 
 #ifdef __cplusplus

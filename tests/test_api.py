@@ -38,7 +38,7 @@ def test_configurations_are_named_kernels():
 
 
 @pytest.mark.parametrize("kernel,words", [
-    ("warptile:1x1x1", ["warptile", "1x1x1", "128x256x16"]),
+    ("warptile:1x1x1", ["warptile", "1x1x1", "128x128x16"]),
     ("naive:64x64", ["naive", "has none"]),
     ("nothing:64x64", ["unknown kernel", "nothing:64x64"]),
     ("warptile:", ["warptile", "no configuration ''"]),

@@ -11,7 +11,7 @@ import fastsgemm
 from fastsgemm import _sgemm
 from conftest import assert_close, random_matrix, reference, tolerance
 
-FAST_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3:mma.sync", "naive"]
+FAST_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "naive"]
 
 
 def fast_call(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
@@ -172,7 +172,7 @@ def test_producer_stream_that_differs_from_the_working_stream(rng):
 
 # ---- CUDA graphs ----
 
-GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3:mma.sync", "tf32"]
+GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "tf32"]
 
 
 @pytest.mark.gpu

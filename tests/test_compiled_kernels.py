@@ -1,11 +1,13 @@
 """What the compiler makes of each rung, checked without a GPU (CI runs these).
 
-Every CUDA rung is compiled for sm_90 with the build's own nvcc flags and
-`-Xptxas -v`: no rung may spill registers, and from tile2d up no rung may have
-a stack frame (an accumulator array that went to local memory). Then its SASS
-(cuobjdump) must contain the instructions its idea is about, as the registry
-lists them (fastsgemm.kernels()[i].sass): 128-bit loads and stores from
-vectorized up, LDGSTS (cp.async) in doublebuffer and warptile, ...
+Every CUDA rung is compiled for sm_90 (sm_90a for the files setup.py builds
+for it: the wgmma rungs) with the build's own nvcc flags and `-Xptxas -v`: no
+rung may spill registers, and from tile2d up no rung may have a stack frame
+(an accumulator array that went to local memory). Then its SASS (cuobjdump)
+must contain the instructions its idea is about, as the registry lists them
+(fastsgemm.kernels()[i].sass): 128-bit loads and stores from vectorized up,
+LDGSTS (cp.async) from doublebuffer up, HMMA in the mma.sync rungs, HGMMA in
+the wgmma rungs, ...
 """
 import ast
 import glob
@@ -22,16 +24,27 @@ import fastsgemm
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCH = "sm_90"
-NO_STACK_FROM_RUNG = 5  # tile2d: register tiles from here on must live in registers
+NO_STACK_FROM_RUNG = 6  # tile2d: register tiles from here on must live in registers
+FIRST_VECTORIZED_RUNG = 7
+
+
+def setup_constant(name):
+    """A constant of setup.py (NVCC_FLAGS, FILE_ARCHS) exactly as the build uses it."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"setup.py has no {name}")
 
 
 def nvcc_flags():
-    """NVCC_FLAGS exactly as setup.py builds with them."""
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NVCC_FLAGS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no NVCC_FLAGS")
+    return setup_constant("NVCC_FLAGS")
+
+
+def arch_flag(source):
+    """-arch for a rung's file: sm_90, or the file's own target where setup.py's FILE_ARCHS names one."""
+    own = setup_constant("FILE_ARCHS").get(source)
+    return f"-gencode=arch=compute_{own},code=sm_{own}" if own else f"-arch={ARCH}"
 
 
 def find_tool(name):
@@ -63,7 +76,7 @@ def compiled(tmp_path_factory):
     results = {}
     for k in CUDA_RUNGS:
         obj = out_dir / (Path(k.source).stem + ".o")
-        command = [NVCC, *nvcc_flags(), f"-arch={ARCH}", "-Xptxas", "-v", "-I", str(ROOT / "kernels"), "-c",
+        command = [NVCC, *nvcc_flags(), arch_flag(k.source), "-Xptxas", "-v", "-I", str(ROOT / "kernels"), "-c",
                    str(ROOT / k.source), "-o", str(obj)]
         done = subprocess.run(command, capture_output=True, text=True)
         assert done.returncode == 0, f"{k.source} does not compile:\n{done.stderr}"
@@ -104,27 +117,6 @@ def test_scalar_rungs_have_no_vector_global_loads(compiled):
     """The claims can fail: rungs before vectorized must not already use 128-bit global loads."""
     assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
     for k in CUDA_RUNGS:
-        if k.rung is not None and k.rung < 6:
+        if k.rung is not None and k.rung < FIRST_VECTORIZED_RUNG:
             assert "LDG.E.128" not in sass_opcodes(compiled[k.name][1]), k.name
 
-
-# The tensor-core rungs' wgmma paths, built for sm_90a only: tf32's and tf32x3's.
-HOPPER_SOURCES = [ROOT / "kernels" / "tf32_sm90.cu", ROOT / "kernels" / "tf32x3_sm90.cu"]
-
-
-@pytest.mark.parametrize("source", HOPPER_SOURCES, ids=lambda p: p.name)
-def test_hopper_path_uses_wgmma(source, tmp_path):
-    """A Hopper path must compile to HGMMA (wgmma), and its 32-bit-index kernels (every problem whose
-    offsets fit in 2^31) must not spill."""
-    assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
-    obj = tmp_path / (source.stem + ".o")
-    command = [NVCC, *nvcc_flags(), "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v", "-I",
-               str(ROOT / "kernels"), "-c", str(source), "-o", str(obj)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    report = done.stdout + done.stderr
-    kernels = re.findall(r"Compiling entry function '(\w+)'.*?(\d+) bytes spill stores", report, re.S)
-    assert kernels, report
-    spilling = [name for name, spills in kernels if "kernelIi" in name and spills != "0"]
-    assert not spilling, f"32-bit-index wgmma kernels spill: {spilling}"
-    assert any(op.startswith("HGMMA") for op in sass_opcodes(obj)), "no HGMMA in the Hopper path's SASS"

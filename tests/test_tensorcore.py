@@ -65,17 +65,17 @@ def test_inf_times_tf32_exact_values_stays_inf(kernel):
     np.testing.assert_array_equal(result[finite], expected[finite])  # 12 and 11.5: exact in every precision
 
 
-@pytest.mark.parametrize("kernel", ["tf32", "tf32x3"])
-def test_hopper_default_and_the_mma_sync_path_differ(kernel, rng):
-    """On compute capability 9.0, the tensor-core rungs run wgmma and their ":mma.sync" configuration the
-    Ampere and Ada path (every correctness test runs both). The two sum in different orders, so different
-    bits show two paths ran."""
+@pytest.mark.parametrize("kernel,mma_sync", [("tf32", "tf32_mma"), ("tf32x3", "tf32x3_mma")])
+def test_hopper_wgmma_rungs_and_their_mma_sync_rungs_differ(kernel, mma_sync, rng):
+    """On compute capability 9.0, the wgmma rungs run wgmma, and elsewhere the mma.sync rung of the same math
+    (every correctness test runs both). The two sum in different orders, so different bits show two paths
+    ran."""
     if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
         pytest.skip("only compute capability 9.0 has the wgmma path")
     A, B = random_matrix(rng, 256, 512), random_matrix(rng, 512, 256)
     exact = reference(A, B)
-    default, ampere = fastsgemm.sgemm(A, B, kernel=kernel), fastsgemm.sgemm(A, B, kernel=kernel + ":mma.sync")
-    assert not np.array_equal(default, ampere), f"{kernel} and {kernel}:mma.sync gave the same bits"
+    default, ampere = fastsgemm.sgemm(A, B, kernel=kernel), fastsgemm.sgemm(A, B, kernel=mma_sync)
+    assert not np.array_equal(default, ampere), f"{kernel} and {mma_sync} gave the same bits"
     bound = fastsgemm._api.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
     for result in (default, ampere):
         assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < bound
@@ -94,7 +94,7 @@ def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_
     """tf32x3:direct splits A and B inside the GEMM where tf32x3:128x64 packs them first; the split, the tiles
     and the order of the sums are the same, so on Hopper the two must agree bit for bit, for row- and
     column-major operands (k contiguous or not; 16-byte loads or not) and at every edge. The comparison cannot
-    pass by accident: tf32x3 and tf32x3:mma.sync differ in their bits (the test above)."""
+    pass by accident: tf32x3 and tf32x3_mma differ in their bits (the test above)."""
     if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
         pytest.skip("only compute capability 9.0 has the wgmma paths")
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)

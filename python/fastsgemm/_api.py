@@ -207,7 +207,7 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     between its panels of 256 or more columns) leaves in `out` the result in the panels that finished and
     the old values in the other columns.
 
-    kernel names a rung (see fastsgemm.KERNELS), a rung in another configuration ("warptile:128x256x16",
+    kernel names a rung (see fastsgemm.KERNELS), a rung in another configuration ("warptile:128x128x16",
     see fastsgemm.kernels()), or "auto": the FP32-accurate kernel measured fastest for this shape on this
     GPU (fastsgemm.auto_kernel tells which).
     """

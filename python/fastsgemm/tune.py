@@ -77,7 +77,7 @@ def measure(shape, names, repeats, warmup, on_progress):
 # kernel timings the table compares, and fastsgemm's kernels launch in 2-4 us: so where a kernel takes less than
 # CUBLAS_HOST_BOUND_MS, cuBLAS wins a shape only when its kernel is more than CUBLAS_MARGIN faster than the
 # fastest of ours. At 512^3 the two measured within 4% of each other, and a whole call through cuBLAS took
-# 25.8 us against tf32x3:mma.sync's 20.
+# 25.8 us against tf32x3_mma's 20.
 CUBLAS_MARGIN = 1.05
 CUBLAS_HOST_BOUND_MS = 0.05
 

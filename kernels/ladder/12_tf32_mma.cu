@@ -1,14 +1,28 @@
 /*
- * tensorcore.cuh: the machinery the tensor-core rungs (10 tf32, 11 tf32x3)
- * share: block and warp tiling, a multi-stage cp.async pipeline, the mma.sync
- * fragments and the epilogue. What each rung does with a k-step's fragments
- * (round once, or split in two and multiply three times) is its Math policy,
- * in its own file.
+ * Rung 12, tf32_mma: the tensor cores, on operands rounded to TF32.
+ *
+ * Rungs 1-11 multiply with FFMA, 128 lanes per SM per clock: the H100's FP32
+ * peak (66.9 TFLOP/s) is their ceiling and rung 11 already runs at 0.87x
+ * cuBLAS. The tensor cores multiply whole tiles per instruction and are many
+ * times faster, but they take TF32 operands: FP32's 8-bit exponent with only
+ * 10 of its 23 mantissa bits. Each product is exact and the sums are FP32,
+ * so the error is the rounding of the inputs: about 2^-11 relative per
+ * operand, a relative error near 3e-4 in D whatever K is (cuBLAS's TF32 mode
+ * makes the same trade). Rung 13 buys FP32 accuracy back.
+ *
+ * What changed from rung 11: each warp's 64 x 64 tile is now 4 x 8 mma.sync
+ * m16n8k8 tiles (the fragment layout is below); a k-step of 8 loads 32 floats
+ * per lane from shared memory, rounds them to TF32 (cvt.rna) and issues 32
+ * MMAs. The tensor cores eat tiles far faster than FFMA did, so memory
+ * latency matters again: three shared-memory stages fed by cp.async (rung 9's
+ * copies; four-byte ones for unaligned matrices, so one pipeline serves every
+ * layout), operands kept in their global layout with rows padded so fragment
+ * reads are conflict-free.
  *
  * The instruction: mma.sync.m16n8k8 with TF32 inputs and FP32 accumulators
  * (sm_80 and later). One warp multiplies a 16 x 8 tile of A by an 8 x 8 tile
  * of B into a 16 x 8 tile of D. With g = lane / 4 and t = lane % 4, a lane
- * holds (PTX ISA, "Matrix fragments for mma.m16n8k8", .tf32):
+ * holds:
  *     A: a[0] = A(g, t)   a[1] = A(g + 8, t)   a[2] = A(g, t + 4)   a[3] = A(g + 8, t + 4)
  *     B: b[0] = B(t, g)   b[1] = B(t + 4, g)
  *     D: d[0] = D(g, 2t)  d[1] = D(g, 2t + 1)  d[2] = D(g + 8, 2t)  d[3] = D(g + 8, 2t + 1)
@@ -21,44 +35,25 @@
  * where k is the contiguous direction the row length must be 4 mod 8 floats
  * (g * ld + t covers every bank), and where m or n is, 8 mod 16 (t * ld + g
  * does).
+ *
+ * Tile parameters: 128 x 128 x 32 block tile, 4 warps of 64 x 64, 3 stages
+ * (3 x 35 KiB): the largest warp tile gives each fragment the most reuse,
+ * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the sweep in
+ * benchmarks/experiments/tensorcore_configs.cu, benchmarks/NOTES.md).
+ * Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
+ * Next: mma.sync is Ampere's instruction, and at 128 x 128 tiles it also
+ * needs more from L2 than a wider tile would (32 FLOP per byte moved);
+ * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) reach 400
+ * TFLOP/s. Rung 13 first buys FP32 accuracy with this instruction; rung 14
+ * takes Hopper's.
  */
-#ifndef FASTSGEMM_TENSORCORE_CUH
-#define FASTSGEMM_TENSORCORE_CUH
+#ifndef FASTSGEMM_LADDER_12_TF32_MMA
+#define FASTSGEMM_LADDER_12_TF32_MMA
 
-#include "common.cuh"
-
-/* The Hopper (wgmma) paths of rungs 10 and 11, kernels/tf32_sm90.cu and kernels/tf32x3_sm90.cu. */
-/* Each sets *launched = false, and launches nothing, when it cannot run (k == 0, no memory for its
- * workspace, a grid past its limit); the rung's mma.sync path then does the work. */
-extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
-extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
-extern "C" cudaError_t fsg_tf32x3_128x64_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
-extern "C" cudaError_t fsg_tf32x3_direct_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched);
+#include "ladder/11_warptile.cu"
 
 namespace fsg {
 namespace tensorcore {
-
-/* The launcher of rungs 10 and 11: the wgmma path (sm90, kernels/tf32_sm90.cu
- * and tf32x3_sm90.cu) on compute capability 9.0, the one its code is built
- * for (sm_90a), unless it declines the call (it leaves *launched false when
- * its workspace or grid cannot be had); the mma.sync path otherwise. The
- * mma.sync path stays reachable on Hopper as the configurations
- * kernel="tf32:mma.sync" and "tf32x3:mma.sync", which the tests run too. */
-inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, cudaStream_t stream,
-                                       cudaError_t (*sm90)(const fsg_gemm *, cudaStream_t, bool *),
-                                       cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
-    int device, major, minor;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    if (err != cudaSuccess) return err;
-    if (major == 9 && minor == 0) {
-        bool launched = false;
-        err = sm90(g, stream, &launched);
-        if (err != cudaSuccess || launched) return err;
-    }
-    return mma_sync(g, stream);
-}
 
 /* x rounded to TF32 (10 explicit mantissa bits, FP32's exponent), to nearest
  * with ties away from zero; the low 13 bits of the result are zero. */
@@ -66,18 +61,6 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
-}
-
-/* x = hi + lo with both parts TF32 (rung 11 explains the split). */
-__device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo) {
-    hi = to_tf32(x);
-    lo = to_tf32(x - __uint_as_float(hi));
-}
-
-/* The split product's sum: main term plus corrections, except where the main
- * term is Inf or NaN, which is then the answer (rung 11 says why). */
-__device__ __forceinline__ float combine(float main, float corrections) {
-    return isfinite(main) ? main + corrections : main;
 }
 
 /* d = A * B + c on one 16 x 8 x 8 tile (fragments as above). */
@@ -137,7 +120,7 @@ __device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
     return g;
 }
 
-/* The kernel both tensor-core rungs run. Math is the rung's policy:
+/* The kernel of this rung and rung 13. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
  *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)
@@ -239,6 +222,51 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
 }
 
 }  // namespace tensorcore
+
+namespace tf32_mma {
+
+using tensorcore::to_tf32;
+
+// ---- tile parameters ----
+using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 2, 3, 1>;
+
+// ---- kernel: tensorcore::mma_sgemm_kernel with this math ----
+/* One product per k-step: round both operands, accumulate in the tensor core. */
+template <typename Cfg>
+struct RoundOnce {
+    static constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
+    struct Accumulators {
+        float d[kMT][kNT][4];
+    };
+
+    __device__ static void step(Accumulators &acc, const float (&a)[kMT][4], const float (&b)[kNT][2]) {
+        uint32_t a32[kMT][4], b32[kNT][2];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a32[mt][e] = to_tf32(a[mt][e]);
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) b32[nt][e] = to_tf32(b[nt][e]);
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) tensorcore::mma_tf32(acc.d[mt][nt], a32[mt], b32[nt], acc.d[mt][nt]);
+    }
+
+    __device__ static float result(const Accumulators &acc, int mt, int nt, int e) { return acc.d[mt][nt][e]; }
+};
+
+}  // namespace tf32_mma
 }  // namespace fsg
 
-#endif /* FASTSGEMM_TENSORCORE_CUH */
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
+extern "C" cudaError_t fsg_tf32_mma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::tf32_mma;
+    return fsg::tensorcore::launch<Tiling, RoundOnce<Tiling>>(g, stream);
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_12_TF32_MMA */

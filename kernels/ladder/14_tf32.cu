@@ -1,10 +1,12 @@
 /*
- * The Hopper path of rung 10 (tf32): wgmma, built for sm_90a only (setup.py's
- * FILE_ARCHS). rung 10's launcher calls it on devices of compute capability
- * 9.0 and keeps the mma.sync path for Ampere and Ada, and for the rare call
- * whose workspace cannot be allocated.
+ * Rung 14, tf32: Hopper's wgmma, fed by a packing pass and bulk copies, on
+ * operands rounded to TF32.
  *
- * rung 10's mma.sync kernel runs at about 0.4x cuBLAS's TF32 speed on the
+ * Built for sm_90a only (setup.py's FILE_ARCHS): the launcher runs it on
+ * devices of compute capability 9.0 and runs rung 12 (tf32_mma) on Ampere and
+ * Ada, and for the rare call whose workspace cannot be allocated.
+ *
+ * Rung 12's mma.sync kernel runs at about 0.4x cuBLAS's TF32 speed on the
  * H100: every lane loads its fragments from shared memory into registers
  * before each MMA, and those loads, not the tensor cores, set the pace.
  * wgmma reads both operands straight from shared memory and runs
@@ -13,7 +15,7 @@
  * Rounding decides how. The tensor cores read an FP32 value as TF32 by
  * dropping its low 13 bits, which biases every operand toward zero: measured
  * on the H100, 7.8e-4 relative error on random data against 2.9e-4 for
- * operands rounded to nearest (rung 10's and cuBLAS's TF32 error). Rounding
+ * operands rounded to nearest (rung 12's and cuBLAS's TF32 error). Rounding
  * inside the GEMM kernel was tried three ways (benchmarks/NOTES.md): rounding
  * in shared memory after TMA doubled the shared-memory traffic, and rounding
  * in registers between LDG and STS stalled on the proxy fence every thread
@@ -22,7 +24,7 @@
  * cuBLAS.
  *
  * So the rounding moves out of the GEMM: two passes.
- *   1. pack (kernels/hopper.cuh, one small kernel for both operands): reads A and B
+ *   1. pack (kernels/hopper/pack.cuh, one small kernel for both operands): reads A and B
  *      once, each in whatever layout it has, rounds every element to TF32 (cvt.rn,
  *      nearest even) and writes it to a workspace as a sequence of ready
  *      operand tiles: 128 rows (m or n) x 32 k, K-major in wgmma's 128-byte
@@ -42,17 +44,21 @@
  * the FLOPs of 32 KiB: a quarter less shared-memory and L2 traffic per FLOP.
  * The consumers keep one tile's wgmma group in flight while they issue the
  * next (wait_group 1), so the tensor cores do not idle between tiles, and
- * the sums stay in the tensor core's FP32 accumulators, as in rung 10's
+ * the sums stay in the tensor core's FP32 accumulators, as in rung 12's
  * mma.sync path and cuBLAS's TF32 mode. Blocks walk the output in groups of
  * kGroupRows block rows, column by column, so the blocks resident together
  * share their A and B tiles in L2.
  *
  * Costs and limits: a workspace of (m + n) x k floats (rounded up to whole
  * tiles) for the duration of the call, from a stream-ordered memory pool
- * (hopper.cuh's workspace_pool); 4 x 48 KiB stages, one block per SM.
+ * (kernels/support/workspace_pool.c); 4 x 48 KiB stages, one block per SM.
+ * Next: rung 15 buys FP32 accuracy back on this path, as rung 13 did on
+ * rung 12's.
  */
-#include "hopper.cuh"
-#include "tensorcore.cuh"
+#ifndef FASTSGEMM_LADDER_14_TF32
+#define FASTSGEMM_LADDER_14_TF32
+
+#include "hopper/pack.cuh"
 
 namespace fsg {
 namespace hopper {
@@ -131,6 +137,11 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
 }  // namespace hopper
 }  // namespace fsg
 
-extern "C" cudaError_t fsg_tf32_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return fsg::hopper::tf32::launch(g, stream, launched);
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
+extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32::launch, fsg_tf32_mma_sgemm);
 }
+#endif
+
+#endif /* FASTSGEMM_LADDER_14_TF32 */

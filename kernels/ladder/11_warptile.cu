@@ -1,32 +1,35 @@
 /*
- * Rung 9, warptile: block tile, then warp tile, then thread tile.
+ * Rung 11, warptile: block tile, then warp tile, then thread tile.
  *
- * In rung 8 the threads of a warp covered a 16 x 256 strip of the block tile.
+ * In rung 10 the threads of a warp covered a 16 x 256 strip of the block tile.
  * Here the block tile is divided into warp tiles (WM x WN), and each warp's
  * lanes divide its warp tile among themselves (LANES_M x LANES_N threads), each
  * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
  * warp's fragment loads for one k-step are contiguous runs of shared memory and
  * every value loaded serves the squarest region the registers allow: a warp's
- * 64 x 64 tile reads 64 + 64 floats per k-step where rung 8's 16 x 256 strip
+ * 64 x 64 tile reads 64 + 64 floats per k-step where rung 10's 16 x 256 strip
  * reads 16 + 256. On the H100 that changes nothing measurable (Nsight Compute,
  * benchmarks/NOTES.md): both count 268M shared-load wavefronts at 4096^3 and
  * take the same time, because the strip's A fragments are broadcasts and
  * shared memory is not the limit there; the FMA issue rate is. The idea pays
  * where shared-memory bandwidth is short (smaller thread tiles, more warps).
  *
- * The shape is a template configuration (WarpTiling). Two are the rung's own,
- * and the launcher picks between them by how the tiles fall on the SMs
- * (launch_by_waves, below), because tiles are paid for whole:
- *   - wide: 128 x 256 x 16, 2 x 4 warps of 64 x 64, 16 x 8 per thread, one
- *     block per SM: the most reuse, the fastest per unit of work;
- *   - square: 128 x 128 x 16, 4 x 2 warps of 32 x 64, 8 x 8 per thread, two
- *     blocks per SM: the same work per SM at a time, in tiles half as big.
- * On 4095 x 4097, 544 wide tiles make five rounds over 132 SMs where 4096^3's
- * 512 make four; 1,056 square tiles make eight half-size rounds: square runs
- * there, wide at 4096^3. Both, and two smaller shapes, are also built for
- * kernel="warptile:<name>" and the tuning table behind kernel="auto".
+ * The shape is a template configuration (WarpTiling). The rung's own is
+ * rung 10's block tile: 128 x 256 x 16, 2 x 4 warps of 64 x 64, 16 x 8 per
+ * thread, one block per SM: the most reuse, the fastest per unit of work.
+ * Smaller shapes are configurations (kernel="warptile:<name>", and the tuning
+ * table behind kernel="auto" chooses among them):
+ *   - 128x128x16: 4 x 2 warps of 32 x 64, 8 x 8 per thread, two blocks per
+ *     SM: the same work per SM at a time, in tiles half as big;
+ *   - 64x128x16 and 64x64x16: more blocks for smaller problems.
  *
- * Everything else is rung 8: two shared-memory stages, cp.async where layouts
+ * Configuration "waves" picks between the wide and the 128 x 128 shape by how
+ * the tiles fall on the SMs, because tiles are paid for whole
+ * (launch_by_waves, below): on 4095 x 4097, 544 wide tiles make five rounds
+ * over 132 SMs where 4096^3's 512 make four; 1,056 square tiles make eight
+ * half-size rounds: square runs there, wide at 4096^3.
+ *
+ * Everything else is rung 10: two shared-memory stages, cp.async where layouts
  * agree and the matrix is aligned, register prefetch otherwise, double-buffered
  * fragments in the shapes with one block per SM, one barrier per k-step,
  * padded rows. Shared memory is dynamic.
@@ -34,10 +37,15 @@
  * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
  * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
  */
-#include "common.cuh"
+#ifndef FASTSGEMM_LADDER_11_WARPTILE
+#define FASTSGEMM_LADDER_11_WARPTILE
+
+#include "ladder/10_regbuffer.cu"
 
 namespace fsg {
 namespace warptile {
+
+// ---- tile parameters ----
 
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int LANES_M, int LANES_N, int MIN_BLOCKS>
 struct WarpTiling {
@@ -66,12 +74,13 @@ static_assert(kWide::kBM == kSquare::kBM, "launch_by_waves counts both shapes' b
 
 template <typename Cfg, typename Index>
 constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers
-// Two fragment buffers (rung 8) where one block per SM must hide its own waits
+// Two fragment buffers (rung 10) where one block per SM must hide its own waits
 // and the registers allow it; shapes with several blocks per SM, whose other
 // blocks fill the gaps, keep one (a second gained nothing there and spilled).
 template <typename Cfg, typename Index>
 constexpr int kFragmentBuffersFor = sizeof(Index) == 4 && Cfg::kMinBlocks == 1 ? 2 : 1;
 
+// ---- kernel ----
 template <typename Cfg, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(Cfg::kThreads, (kMinBlocksFor<Cfg, Index>)) warptile_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
@@ -129,7 +138,7 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     });
 }
 
-/* The rung's launcher. A tile's cost is paid per SM in whole tiles: with S
+/* Configuration "waves". A tile's cost is paid per SM in whole tiles: with S
  * SMs an SM runs up to ceil(tiles / S) of them, the last round only partly
  * full. Counted in 128 x 128 tiles of work, wide costs 2 * ceil(wide / S) and
  * square ceil(square / S) (its two blocks per SM share the SM); wide does the
@@ -151,17 +160,15 @@ inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
 }  // namespace warptile
 }  // namespace fsg
 
+// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch_by_waves(g, stream);
+    return fsg::warptile::launch<fsg::warptile::kWide>(g, stream);
 }
 
 /* Each shape on its own, for kernel="warptile:<name>" and the tuning behind
  * kernel="auto" (kernels/registry.c lists them). Bigger tiles reuse more per
  * load on big problems; smaller ones keep every SM busy on smaller ones. */
-extern "C" cudaError_t fsg_warptile_128x256x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch<fsg::warptile::kWide>(g, stream);
-}
-
 extern "C" cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::warptile::launch<fsg::warptile::kSquare>(g, stream);
 }
@@ -173,3 +180,10 @@ extern "C" cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStrea
 extern "C" cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::warptile::launch<fsg::warptile::WarpTiling<64, 64, 16, 2, 2, 4, 8, 4>>(g, stream);
 }
+
+extern "C" cudaError_t fsg_warptile_waves_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch_by_waves(g, stream);
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_11_WARPTILE */

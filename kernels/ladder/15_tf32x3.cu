@@ -1,8 +1,10 @@
 /*
- * The Hopper path of rung 11 (tf32x3): wgmma, built for sm_90a only
- * (setup.py's FILE_ARCHS). Its launcher calls it on devices of compute
- * capability 9.0 and keeps the mma.sync path for Ampere and Ada, and for the
- * rare call whose workspace cannot be allocated.
+ * Rung 15, tf32x3: FP32 accuracy on Hopper's wgmma: rung 13's split into
+ * three TF32 products, on rung 14's pipeline.
+ *
+ * Built for sm_90a only (setup.py's FILE_ARCHS): the launcher runs it on
+ * devices of compute capability 9.0 and runs rung 13 (tf32x3_mma) on Ampere
+ * and Ada, and for the rare call whose workspace cannot be allocated.
  *
  * mma.sync is a warp's instruction and feeds the tensor cores from registers
  * that every lane loads from shared memory first. Hopper's wgmma is issued by
@@ -13,7 +15,7 @@
  *
  * wgmma takes TF32 operands only K-major, and each operand has to be split
  * into hi and lo before the tensor cores see it. Two passes:
- *   1. pack (kernels/hopper.cuh, one small kernel for both operands) reads A and B
+ *   1. pack (kernels/hopper/pack.cuh, one small kernel for both operands) reads A and B
  *      once, each in whatever layout it has, splits every element (hi = x rounded
  *      to TF32 by Hopper's one-instruction cvt.rn, lo = x - hi rounded the
  *      same way) and writes hi and lo tiles to a workspace, ready in operand
@@ -32,14 +34,14 @@
  * with 192 accumulators a thread. They meet at mbarriers: `full` (a stage's
  * bytes have landed) and `empty` (its wgmmas have finished reading it).
  *
- * The sums follow rung 11: the main term hi_a hi_b of each BK-deep tile
+ * The sums follow rung 13: the main term hi_a hi_b of each BK-deep tile
  * comes out of the tensor core into a temporary and is added to the running
  * sum with FP32 FADDs (round to nearest); the corrections accumulate inside.
  * While one consumer adds its main term the other's wgmmas keep the tensor
  * cores busy.
  *
  * Block tile 128 x 128 x 32, three 64 KiB stages, one block per SM; blocks
- * walk the output in groups of kGroupRows block rows (hopper.cuh's
+ * walk the output in groups of kGroupRows block rows (hopper/pipeline.cuh's
  * start_block) so that the blocks resident together share tiles in L2. The
  * configuration tf32x3:128x64 halves the block's columns (two blocks share
  * each packed tile of B): 128 blocks at 1024^3 instead of 64, for the 132 SMs
@@ -48,8 +50,11 @@
  * the duration of the call. Next: a 128 x 256 tile needs fewer accumulator
  * sets than three (the main term's temporary could live in shared memory).
  */
-#include "hopper.cuh"
-#include "tensorcore.cuh"
+#ifndef FASTSGEMM_LADDER_15_TF32X3
+#define FASTSGEMM_LADDER_15_TF32X3
+
+#include "hopper/pack.cuh"
+#include "ladder/13_tf32x3_mma.cu"  // the split and its sum (combine); rung 9's cp.async for the direct path
 
 namespace fsg {
 namespace hopper {
@@ -331,17 +336,24 @@ cudaError_t launch_direct(const fsg_gemm *g, cudaStream_t stream, bool *launched
 }  // namespace hopper
 }  // namespace fsg
 
+// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
 /* 128 x 128 block tiles: the rung's own configuration. */
-extern "C" cudaError_t fsg_tf32x3_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return fsg::hopper::tf32x3::launch<128>(g, stream, launched);
+extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32x3::launch<128>, fsg_tf32x3_mma_sgemm);
 }
 
-/* 128 x 64 block tiles: twice the blocks, for problems whose 128 x 128 tiles leave SMs idle. */
-extern "C" cudaError_t fsg_tf32x3_128x64_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return fsg::hopper::tf32x3::launch<64>(g, stream, launched);
+/* 128 x 64 block tiles: twice the blocks, for problems near 1024^3 whose
+ * 128 x 128 tiles leave half the H100's SMs idle. */
+extern "C" cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32x3::launch<64>, fsg_tf32x3_mma_sgemm);
 }
 
-/* No pack pass, 128 x 64 block tiles: for a small result and a long K. */
-extern "C" cudaError_t fsg_tf32x3_direct_sgemm_sm90(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return fsg::hopper::tf32x3::launch_direct<64>(g, stream, launched);
+/* No pack pass, 128 x 64 block tiles: for a small result and a long K, where
+ * packing the operands costs more than the product. */
+extern "C" cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32x3::launch_direct<64>, fsg_tf32x3_mma_sgemm);
 }
+#endif
+
+#endif /* FASTSGEMM_LADDER_15_TF32X3 */

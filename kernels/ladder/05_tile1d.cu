@@ -1,7 +1,7 @@
 /*
- * Rung 4, tile1d: each thread computes TM results down one column of D.
+ * Rung 5, tile1d: each thread computes TM results down one column of D.
  *
- * In rung 3 every FMA cost two shared-memory loads. Here a thread owns TM = 8
+ * In rungs 3 and 4 every FMA cost two shared-memory loads. Here a thread owns TM = 8
  * consecutive rows of one column: for each p it loads B(p, col) from shared
  * memory once into a register and uses it for 8 FMAs, each needing only its
  * A element (a broadcast, since the whole warp shares those rows). About 9
@@ -11,39 +11,44 @@
  * 64 * 64 / 8 = 512 threads; each copies exactly one element of the 64 x 8
  * A tile and one of the 8 x 64 B tile per step. The warp's 32 threads cover
  * 32 consecutive columns of one group of 8 rows. The tiles come through
- * load_tile, not rungs 3 and 5's fsg::SlidingTile: with it ptxas took up to
- * 76 registers in some instantiations (one 512-thread block per SM) and
- * spilled when held to 64, for +2.5% where it did fit (benchmarks/NOTES.md).
+ * rung 3's load_tile, and blocks take their tiles in rung 4's order (+9% at
+ * 4096^3 against launch order).
  * Limits: m <= 65535 * 64. Still one shared load of B per FMA column, and
  * 8 accumulators is not enough work per thread to hide latency.
- * Next: rung 5 tiles in two dimensions (TM x TN per thread): outer products
+ * Next: rung 6 tiles in two dimensions (TM x TN per thread): outer products
  * of register fragments.
  */
-#include "common.cuh"
+#ifndef FASTSGEMM_LADDER_05_TILE1D
+#define FASTSGEMM_LADDER_05_TILE1D
 
-namespace {
+#include "ladder/04_grouped.cu"
 
+namespace fsg {
+namespace tile1d {
+
+// ---- tile parameters ----
 constexpr int kBM = 64, kBN = 64, kBK = 8, kTM = 8;
 constexpr int kThreads = kBM * kBN / kTM;
 static_assert(kBM % kTM == 0, "each thread's TM rows must tile BM exactly");
 static_assert(kThreads == kBM * kBK && kThreads == kBK * kBN,
               "each thread copies exactly one element of each tile per step");
 
+// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm problem) {
-    const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     __shared__ float As[kBM][kBK];
     __shared__ float Bs[kBK][kBN];
     const int tid = threadIdx.x;
     const int thread_col = tid % kBN, thread_row = tid / kBN;  // this thread: rows thread_row*TM .. +TM-1
-    const fsg::TileCoord tile = fsg::grouped_block_tile();
+    const TileCoord tile = grouped_block_tile();  // rung 4's order
     const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
 
     float acc[kTM] = {};
     for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
-        fsg::load_tile<kBM, kBK, kThreads, A_TRANS, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid,
+        load_tile<kBM, kBK, kThreads, A_TRANS, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid,
                                                     [&](int r, int c, float v) { As[r][c] = v; });
-        fsg::load_tile<kBK, kBN, kThreads, B_TRANS, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
+        load_tile<kBK, kBN, kThreads, B_TRANS, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid,
                                                     [&](int r, int c, float v) { Bs[r][c] = v; });
         __syncthreads();
 #pragma unroll
@@ -58,15 +63,22 @@ __global__ void __launch_bounds__(kThreads) tile1d_sgemm_kernel(fsg_gemm problem
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
         const Index row = row0 + thread_row * kTM + i;
-        if (row < g.m && col < g.n) fsg::store_d(g, row, col, acc[i]);
+        if (row < g.m && col < g.n) store_d(g, row, col, acc[i]);
     }
 }
 
-}  // namespace
+}  // namespace tile1d
+}  // namespace fsg
 
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tile1d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::tile1d;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         tile1d_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value><<<grid, kThreads, 0, stream>>>(*g);
     });
 }
+#endif
+
+#endif /* FASTSGEMM_LADDER_05_TILE1D */

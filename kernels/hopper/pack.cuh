@@ -1,0 +1,185 @@
+/*
+ * hopper/pack.cuh: the pass that packs the operands of the wgmma rungs (14
+ * tf32, 15 tf32x3) into ready tiles before the GEMM, and the launcher that
+ * runs a GEMM kernel on them, and the dispatch between a wgmma rung and its
+ * mma.sync fallback. Only files compiled for sm_90a may include it.
+ */
+#ifndef FASTSGEMM_HOPPER_PACK_CUH
+#define FASTSGEMM_HOPPER_PACK_CUH
+
+#include "hopper/pipeline.cuh"
+#include "support/workspace_pool.h"
+
+namespace fsg {
+namespace hopper {
+
+/* The tensor cores must see operands rounded to TF32 (rung 14) or split into
+ * TF32 hi and lo parts (rung 11), K-major. Doing that inside the GEMM costs
+ * the producer threads a pass over shared memory, or a proxy fence per
+ * thread per tile (benchmarks/NOTES.md). Instead one small kernel (both
+ * operands, one launch) reads each once, in whatever layout it has, and
+ * writes ready operand tiles to a workspace: kPackRows rows (m or n) x kBK
+ * k, in the operand layout above, zeros past the matrix's edges, PARTS parts
+ * per tile (the rounded value; or hi, then lo) one after the other. Row tile r's tiles follow each other
+ * along k, so a block reads its operands as one contiguous run, and a stage
+ * of the GEMM arrives by plain bulk copies: no tensor maps, no edge cases,
+ * any alignment of the caller's matrices. */
+constexpr int kPackRows = 128;                // rows (m or n) of one packed tile
+constexpr int kTileFloats = kPackRows * kBK;  // one part of one packed tile: 16 KiB
+constexpr uint32_t kTileBytes = kTileFloats * sizeof(float);
+constexpr int kPackThreads = 256;
+
+/* x = hi + lo, both TF32, with round_tf32 (nearest even; rung 13's mma.sync
+ * path rounds ties away). Only ties round differently, and the split is as
+ * exact either way. */
+__device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
+    hi = round_tf32(x);
+    lo = round_tf32(x - __uint_as_float(hi));
+}
+
+/* One operand for the pack kernel: `rows` rows (m for A, n for B) of `depth`
+ * k, stored with k contiguous (along_k: element (row, k) at src[row * ld +
+ * k]) or rows contiguous (src[k * ld + row]), packed into `tiles` tiles
+ * (its row tiles times tiles_k) at dst. */
+struct PackOperand {
+    const float *src;
+    int64_t ld, rows;
+    bool along_k;
+    float *dst;
+    int64_t tiles;
+};
+
+/* Both operands in one launch: blocks 0 .. a.tiles - 1 pack A's tiles, the
+ * rest B's (one launch fewer per call: at 1024^3 a launch's gap is a tenth of
+ * the GEMM). Block `id` of an operand packs row tile id / tiles_k, k tile
+ * id % tiles_k. It passes through shared memory so that the reads, in the
+ * source's order, and the writes, along k, are both whole 128-byte lines; the
+ * padding column keeps the transposing case free of bank conflicts. */
+template <int PARTS>
+__global__ void __launch_bounds__(kPackThreads) pack_kernel(PackOperand a, PackOperand b, int64_t depth,
+                                                             int64_t tiles_k) {
+    static_assert(PARTS == 1 || PARTS == 2, "rounded, or split into hi and lo");
+    __shared__ float tile[kPackRows][kBK + 1];
+    const bool is_a = blockIdx.x < a.tiles;
+    const PackOperand op = is_a ? a : b;
+    const int64_t id = is_a ? blockIdx.x : blockIdx.x - a.tiles;
+    const int64_t row0 = id / tiles_k * kPackRows, k0 = id % tiles_k * kBK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kWarps = kPackThreads / 32;
+    if (op.along_k) {
+#pragma unroll
+        for (int r = warp; r < kPackRows; r += kWarps) {  // a warp reads 32 k of one row
+            const int64_t row = row0 + r, k = k0 + lane;
+            tile[r][lane] = row < op.rows && k < depth ? op.src[row * op.ld + k] : 0.0f;
+        }
+    } else {
+#pragma unroll
+        for (int kk = warp; kk < kBK; kk += kWarps)  // a warp reads 32 rows at one k
+#pragma unroll
+            for (int r = lane; r < kPackRows; r += 32) {
+                const int64_t row = row0 + r, k = k0 + kk;
+                tile[r][kk] = row < op.rows && k < depth ? op.src[k * op.ld + row] : 0.0f;
+            }
+    }
+    __syncthreads();
+    float *out = op.dst + id * PARTS * kTileFloats;
+#pragma unroll
+    for (int r = warp; r < kPackRows; r += kWarps) {  // a warp writes one row: a 128-byte line, swizzled within
+        const int at = operand_offset(r, lane);
+        if constexpr (PARTS == 1) {
+            out[at] = __uint_as_float(round_tf32(tile[r][lane]));
+        } else {
+            uint32_t hi, lo;
+            split_rn(tile[r][lane], hi, lo);
+            out[at] = __uint_as_float(hi);
+            out[kTileFloats + at] = __uint_as_float(lo);
+        }
+    }
+}
+
+/* Packs A (row_tiles_a row tiles) and B (row_tiles_b) into a workspace, calls
+ * gemm(packed_a, packed_b, tiles_k) to enqueue the GEMM on `stream`, and frees
+ * the workspace after it in stream order. *launched stays false, and nothing
+ * is enqueued, when the packed path cannot run: k == 0 (D = beta C, nothing
+ * to pack), grids past a dimension's limit, or no memory for the workspace;
+ * the caller's mma.sync path takes the call then. */
+template <int PARTS, typename Gemm>
+cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t row_tiles_b, cudaStream_t stream,
+                                 bool *launched, Gemm &&gemm) {
+    *launched = false;
+    if (g.k == 0) return cudaSuccess;
+    const int64_t tiles_k = ceil_div(g.k, kBK);
+    if ((row_tiles_a + row_tiles_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
+    const int64_t floats_a = row_tiles_a * tiles_k * PARTS * kTileFloats;
+    const size_t bytes = (size_t)(floats_a + row_tiles_b * tiles_k * PARTS * kTileFloats) * sizeof(float);
+    cudaMemPool_t pool;
+    cudaError_t err = fsg_workspace_pool(&pool);
+    if (err != cudaSuccess) return err;
+    float *packed = nullptr;
+    err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // not sticky: clear it and let the path without a workspace run
+        return cudaSuccess;
+    }
+    if (err != cudaSuccess) return err;
+    *launched = true;
+    const PackOperand a = {g.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a * tiles_k};
+    const PackOperand b = {g.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b * tiles_k};
+    pack_kernel<PARTS><<<(unsigned)(a.tiles + b.tiles), kPackThreads, 0, stream>>>(a, b, g.k, tiles_k);
+    gemm((const float *)packed, (const float *)(packed + floats_a), (int)tiles_k);
+    err = cudaGetLastError();
+    const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
+    return err != cudaSuccess ? err : freed;
+}
+
+/* The launcher both Hopper kernels share: kernel(g, packed_a, packed_b,
+ * tiles_k) as one block per BM x BN output tile, all on grid x (so at most
+ * INT32_MAX of them: past that *launched stays false), and per split-K slice
+ * on grid z (slice_tiles; a k_slice that is not whole k-tiles is declined
+ * too), on the operands that with_packed_operands packs in PARTS parts, over
+ * the whole K. B is packed in whole block tiles, BN / kPackRows row tiles
+ * each, or, for a BN narrower than a packed tile, in packed tiles that
+ * kPackRows / BN blocks share; the last may be partly or all zeros. */
+template <int PARTS, int BM, int BN, typename Kernel>
+cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g, cudaStream_t stream,
+                             bool *launched) {
+    static_assert(BM == kPackRows && (BN % kPackRows == 0 || kPackRows % BN == 0),
+                  "block tiles are whole packed tiles, or whole parts of one");
+    const int64_t tiles_m = ceil_div(g.m, BM), tiles_n = ceil_div(g.n, BN);
+    if (tiles_m * tiles_n > INT32_MAX || g.k_slice % kBK != 0) {
+        *launched = false;
+        return cudaSuccess;
+    }
+    return with_packed_operands<PARTS>(g, tiles_m, ceil_div(tiles_n * BN, (int64_t)kPackRows), stream, launched,
+                                       [&](const float *packed_a, const float *packed_b, int tiles_k) {
+                                           const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(g));
+                                           launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, g, packed_a,
+                                                            packed_b, tiles_k);
+                                       });
+}
+
+/* The launcher of the wgmma rungs (14 tf32, 15 tf32x3): their wgmma path
+ * (sm90) on compute capability 9.0, the one its code is built for (sm_90a),
+ * unless it declines the call (it leaves *launched false when its workspace
+ * or grid cannot be had); the mma.sync rung of the same math (12 tf32_mma,
+ * 13 tf32x3_mma) otherwise. */
+inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, cudaStream_t stream,
+                                       cudaError_t (*sm90)(const fsg_gemm *, cudaStream_t, bool *),
+                                       cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
+    int device, major, minor;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (err != cudaSuccess) return err;
+    if (major == 9 && minor == 0) {
+        bool launched = false;
+        err = sm90(g, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
+    return mma_sync(g, stream);
+}
+
+}  // namespace hopper
+}  // namespace fsg
+
+#endif  // FASTSGEMM_HOPPER_PACK_CUH

@@ -1,0 +1,105 @@
+/*
+ * hopper/pipeline.cuh: the warp-specialized block both wgmma rungs (14 tf32,
+ * 15 tf32x3) run: one producer warpgroup fills a ring of shared-memory stages,
+ * two consumer warpgroups do nothing but wgmma, and they meet at mbarriers
+ * (full: a stage's bytes have landed; empty: its wgmmas have read it). Only
+ * files compiled for sm_90a may include it.
+ */
+#ifndef FASTSGEMM_HOPPER_PIPELINE_CUH
+#define FASTSGEMM_HOPPER_PIPELINE_CUH
+
+#include "hopper/ptx.cuh"
+#include "ladder/04_grouped.cu"  // rung 4's block order: grouped_tile
+
+namespace fsg {
+namespace hopper {
+
+/* One producer warpgroup (a single thread of it issues the bulk copies; it
+ * keeps 40 registers) and two consumer warpgroups that own 64 rows of the
+ * block tile each and do nothing but wgmma: 128 x 40 + 256 x 232 registers
+ * fit the 384 x 168 the block starts with. Blocks walk the output in groups
+ * of kGroupRows block rows (start_block, below). */
+constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
+constexpr int kThreads = kProducerThreads + kConsumerThreads;
+constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int kGroupRows = 8;
+
+/* Dynamic shared memory of a pipeline: its stages, then a full and an empty barrier per stage. */
+constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
+    return (size_t)stages * stage_floats * sizeof(float) + 2 * (size_t)stages * sizeof(uint64_t);
+}
+
+/* The epilogue: a consumer warpgroup's 64 x N result of wgmma m64nN (N = 128
+ * unless given), whose top-left element is D(row0, col0), into D through
+ * store_d. A thread's accumulator i (of N / 2) is element i % 4 of n8 block
+ * i / 4 in the m16n8 fragment layout; value(i) is what to store for it. */
+template <int N = 128, typename Value>
+__device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    const int64_t first_row = row0 + warp * 16 + lane / 4, first_col = col0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+        const int64_t row = first_row + 8 * ((i % 4) / 2), col = first_col + 8 * (i / 4) + i % 2;
+        if (row < g.m && col < g.n) store_d(g, row, col, value(i));
+    }
+}
+
+/* What both Hopper kernels do first, every thread of the block: carve the
+ * dynamic shared memory (STAGES stages of STAGE_FLOATS floats, then a full
+ * and an empty barrier per stage: pipeline_smem_bytes), have thread 0
+ * initialise the barriers (full: PRODUCERS arrivals) before the block's first
+ * __syncthreads, and find the block's output tile (BM x BN). Blocks take the
+ * tiles in groups of kGroupRows block rows, column by column inside a group,
+ * so that the blocks resident together share their A and B tiles in L2
+ * instead of each wave sweeping all of B. */
+struct BlockStart {
+    float *stages;
+    uint64_t *full, *empty;
+    int tile_m, tile_n;
+};
+template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
+__device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
+    BlockStart block;
+    block.stages = reinterpret_cast<float *>(smem);
+    block.full = reinterpret_cast<uint64_t *>(block.stages + STAGES * STAGE_FLOATS);
+    block.empty = block.full + STAGES;
+    if (threadIdx.x == 0) init_stage_barriers(block.full, block.empty, STAGES, PRODUCERS, kConsumerThreads);
+    __syncthreads();
+    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
+    block.tile_m = tile.row;
+    block.tile_n = tile.col;
+    return block;
+}
+
+/* Split-K (ladder.h's k_slice, grid z): the packed k-tiles the block's slice
+ * consumes, out of the tiles_k that pack the whole K for each row tile. The
+ * launcher takes only a k_slice of whole tiles, so every slice starts on one. */
+struct SliceTiles {
+    int first, count;
+};
+__device__ __forceinline__ SliceTiles slice_tiles(const fsg_gemm &problem, int tiles_k) {
+    if (problem.k_slice == 0) return {0, tiles_k};
+    const int64_t per = problem.k_slice / kBK, first = blockIdx.z * per;
+    return {(int)first, (int)(per < tiles_k - first ? per : tiles_k - first)};
+}
+
+/* The producer's side of the stage ring, for one thread: for each of
+ * tiles_k tiles, wait until its stage's previous tile has been read (empty),
+ * announce the stage's bytes (full) and have copy(t, stage, bar) issue the
+ * bulk copies that fill the stage, completing on bar. */
+template <int STAGES, int STAGE_FLOATS, typename Copy>
+__device__ __forceinline__ void produce_stages(float *stages, uint64_t *full, uint64_t *empty, int tiles_k,
+                                               Copy &&copy) {
+    for (int t = 0; t < tiles_k; ++t) {
+        const int s = t % STAGES;
+        if (t >= STAGES) mbarrier_wait(&empty[s], (t / STAGES - 1) & 1);  // tile t - STAGES is read
+        mbarrier_arrive_expect(&full[s], STAGE_FLOATS * sizeof(float));
+        copy(t, stages + s * STAGE_FLOATS, &full[s]);
+    }
+}
+
+}  // namespace hopper
+}  // namespace fsg
+
+#endif  // FASTSGEMM_HOPPER_PIPELINE_CUH

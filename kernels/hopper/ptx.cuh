@@ -1,0 +1,177 @@
+/*
+ * hopper/ptx.cuh: the Hopper (sm_90a) instructions the wgmma rungs (14 tf32,
+ * 15 tf32x3) are built from, each wrapped once: wgmma and its shared-memory
+ * descriptors, mbarriers, bulk copies, setmaxnreg, the TF32 conversion. Only
+ * files compiled for sm_90a may include it (setup.py's FILE_ARCHS).
+ *
+ * Operand layout: wgmma takes TF32 operands only K-major (rows of A and of
+ * B^T with k contiguous) and both rungs use its 128-byte swizzle. With a tile
+ * depth of kBK = 32 a row of an operand tile (32 TF32 values) is exactly 128
+ * bytes and 8 rows make a 1024-byte atom; the 16-byte chunk c of row r sits at
+ * chunk position c ^ (r % 8) of its row. The XOR spreads both stores into a
+ * tile and the tensor cores' reads of one k-slice over all banks. Atoms of 8
+ * rows are 1024 bytes apart (the descriptor's stride byte offset); a k-step
+ * of 8 moves the start address by 32 bytes, and the hardware applies the same
+ * XOR.
+ */
+#ifndef FASTSGEMM_HOPPER_PTX_CUH
+#define FASTSGEMM_HOPPER_PTX_CUH
+
+#include "common.cuh"
+
+namespace fsg {
+namespace hopper {
+
+constexpr int kBK = 32;           // tile depth: one 128-byte swizzled row of TF32 values
+constexpr int kAtomBytes = 1024;  // 8 rows of 128 bytes: one swizzle atom
+static_assert(kBK * 4 == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
+
+/* A pointer into shared memory as the 32-bit shared-window address PTX instructions take. */
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* The shared-memory matrix descriptor of wgmma for a K-major operand in the
+ * 128-byte swizzle: start address and the atoms' stride in 16-byte units,
+ * swizzle mode 1 in bits 62-63 (the leading byte offset is unused there). */
+__device__ __forceinline__ uint64_t descriptor(const float *smem) {
+    const uint32_t address = smem_address(smem);
+    return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(kAtomBytes >> 4) << 32) | (1ull << 62);
+}
+
+/* d (+)= A * B for a 64 x 128 x 8 tile: A from descriptor a, B^T from b. With
+ * accumulate == 0 the old d is ignored. */
+__device__ __forceinline__ void wgmma_64x128x8(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+
+/* The same for a 64 x 64 x 8 tile: half the columns, 32 accumulators a thread. */
+__device__ __forceinline__ void wgmma_64x64x8(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+/* One wgmma m64nNk8 for either width, chosen by the accumulators' count (N / 2 a thread). */
+__device__ __forceinline__ void wgmma_64xNx8(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+    wgmma_64x128x8(d, a, b, accumulate);
+}
+__device__ __forceinline__ void wgmma_64xNx8(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+    wgmma_64x64x8(d, a, b, accumulate);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+/* Waits until at most N committed wgmma groups of this warpgroup are still running. */
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
+/* Tells the compiler the asynchronous wgmma may have changed d: no read of d moves above the wait. */
+template <int SIZE>
+__device__ __forceinline__ void touch(float (&d)[SIZE]) {
+#pragma unroll
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* mbarriers in shared memory: a phase completes when `count` arrivals have
+ * come (and, for a copy's barrier, the bytes it expects have landed); waiters
+ * name the phase by its parity (0, 1, 0, ...). An arrive releases this
+ * thread's earlier writes, a completed wait acquires them. */
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+/* Arrives and tells the barrier that `bytes` more will land by bulk copies before its phase can complete. */
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ bool mbarrier_try_wait(uint64_t *bar, int parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
+    while (!mbarrier_try_wait(bar, parity)) {
+    }
+}
+/* The two barriers of each of `stages` pipeline stages, by one thread before
+ * the block's first __syncthreads: full[s] completes on `producers` arrivals
+ * (one producer thread's, plus the bytes of the stage's bulk copies; or every
+ * thread of a producer that writes the stage itself), empty[s] on an arrival
+ * from every consumer thread after its wgmmas have read the stage. */
+__device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty, int stages, int producers,
+                                                    int consumers) {
+    for (int s = 0; s < stages; ++s) {
+        mbarrier_init(&full[s], producers);
+        mbarrier_init(&empty[s], consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+}
+/* Orders this thread's ordinary stores to shared memory before later reads by
+ * the async proxy (wgmma): a producer that writes operand tiles itself runs
+ * it before it arrives on the stage's full barrier. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* Hands registers from the producer warpgroup to the consumers (sm_90a). */
+template <int N>
+__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+/* Element (row, k) of a K-major operand tile in the 128-byte swizzle (above);
+ * row is m for A, n for B. */
+__device__ __forceinline__ int operand_offset(int row, int k) {
+    return row * kBK + (((k / 4) ^ (row % 8)) * 4) + k % 4;
+}
+
+/* x rounded to TF32, to nearest even, by Hopper's own conversion: one F2FP
+ * instruction (cvt.rna, which the mma.sync paths use, compiles to a compare
+ * and two integer ones). */
+__device__ __forceinline__ uint32_t round_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* A contiguous copy of `bytes` (a multiple of 16, both addresses 16-byte
+ * aligned) from global to shared memory by the copy engine, completing on bar. */
+__device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_address(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_address(bar))
+                 : "memory");
+}
+
+}  // namespace hopper
+}  // namespace fsg
+
+#endif  // FASTSGEMM_HOPPER_PTX_CUH

@@ -1,0 +1,215 @@
+/*
+ * Rung 9, doublebuffer: the loads of tile k+1 overlap the math on tile k.
+ *
+ * Up to rung 8 each step of the k loop was: load a tile, barrier, compute,
+ * barrier. While a block loaded, its FMA units waited (only the SM's other
+ * block could fill the gap). Here shared memory holds two stages. In step t the
+ * block computes on stage t % 2 while tile t + 1 is already on its way into the
+ * other stage, and one barrier per step (not two) both publishes tile t + 1 and
+ * frees stage t % 2 for tile t + 2. The tile comes in by one of two routes
+ * (TwoStageTiles, below):
+ *
+ *   - cp.async (sm_80+) when the operand's shared layout is its global layout
+ *     (a row-major B, a column-major A) and it is 16-byte aligned: the copy
+ *     engine writes shared memory directly, no registers, no instructions
+ *     waiting on the data. Chunks past the matrix's edges are zero-filled by the
+ *     copy itself (the src-size operand).
+ *   - register prefetch otherwise (a row-major A, which is transposed into As,
+ *     or an unaligned matrix): the global loads are issued before the math and
+ *     their registers written to shared memory after it, so their latency hides
+ *     behind the tile's math.
+ *
+ * Everything else is rung 8: 128 x 128 x 8 block tile, 8 x 8 results per
+ * thread as split 4 x 4 quarters, 256 threads, padded rows, float4 global
+ * loads and stores where alignment allows, rung 4's block order. Two stages
+ * of 8 x (132 + 132) floats: 17 KiB of static shared memory.
+ * Limits: m <= 65535 * 128. The fragment loads of a k-step still wait for
+ * shared memory just before its FMAs; only the SM's other block hides that.
+ * Next: rung 10 double-buffers the fragments in registers too, so one block
+ * per SM can hide its own waits and hold a bigger thread tile.
+ */
+#ifndef FASTSGEMM_LADDER_09_DOUBLEBUFFER
+#define FASTSGEMM_LADDER_09_DOUBLEBUFFER
+
+#include "ladder/08_bankfree.cu"
+
+namespace fsg {
+
+/* cp.async (sm_80+): 16 bytes from global to shared memory without passing
+ * through registers; only the first src_bytes are read, the rest of the 16 are
+ * zero-filled. Both addresses must be 16-byte aligned. */
+__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* cp.async of one float (cp-size 4 allows only the .ca form): for matrices
+ * whose rows or columns are not 16-byte aligned. src_bytes is 4 or 0 (zero fill). */
+__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+/* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
+ * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
+ * go, contiguous in shared memory as they are in global memory. With VEC (an
+ * aligned16 matrix) a chunk is one 16-byte copy; otherwise four 4-byte ones.
+ * Elements past the matrix's edges are not read, and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Dst>
+__device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid, Dst &&dst) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const Index left = g_across < across_extent ? along_extent - g_along : 0;  // valid elements from here
+        const float *src = p + (g_across * ld + g_along);
+        float *to = dst(r, c);
+        if constexpr (VEC) {
+            const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+            // With nothing to read, point at the matrix's first element: a valid, aligned address.
+            cp_async16(to, valid > 0 ? src : p, valid * 4);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) cp_async4(to + e, e < left ? src + e : p, e < left ? 4 : 0);
+        }
+    }
+}
+
+/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
+ * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
+ * fetch(k0, stage) starts bringing the tiles at k0 toward `stage`: by cp.async,
+ * straight into shared memory, for an operand whose shared layout is its
+ * global layout (a column-major A, a row-major B) when it is 16-byte aligned;
+ * by global loads into registers otherwise. land(stage) finishes the job: the
+ * registers are stored (transposing as needed) and this thread's copies are
+ * waited for. Between the two the caller does its math on the other stage. */
+template <int BM, int BN, int BK, int PAD, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index>
+struct TwoStageTiles {
+    using TileA = Vec4Tile<BM, BK, THREADS, A_TRANS>;
+    using TileB = Vec4Tile<BK, BN, THREADS, B_TRANS>;
+    static constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
+    static constexpr int kLdA = BM + PAD, kLdB = BN + PAD;
+
+    float (*As)[BK][kLdA];
+    float (*Bs)[BK][kLdB];
+    const fsg_gemm &g;
+    Index m, n, k, row0, col0;
+    int tid;
+    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
+
+    __device__ __forceinline__ void fetch(Index k0, int stage) {
+        if constexpr (kAsyncA)
+            copy_tile_async<BM, BK, THREADS, A_TRANS, true, Index>(g.a, g.lda, m, k, row0, k0, tid,
+                                                             [&](int r, int p) { return &As[stage][p][r]; });
+        else
+            fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
+        if constexpr (kAsyncB)
+            copy_tile_async<BK, BN, THREADS, B_TRANS, true, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+                                                             [&](int p, int c) { return &Bs[stage][p][c]; });
+        else
+            fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
+        cp_async_commit();
+    }
+
+    __device__ __forceinline__ void land(int stage) {
+        if constexpr (!kAsyncA)
+            store_tile_vec4<BM, BK, THREADS, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
+                store4_kmajor<!A_TRANS>(&As[stage][0][0], kLdA, p, r, v);
+            });
+        if constexpr (!kAsyncB)
+            store_tile_vec4<BK, BN, THREADS, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
+                store4_kmajor<B_TRANS>(&Bs[stage][0][0], kLdB, p, c, v);
+            });
+        cp_async_wait<0>();
+    }
+};
+
+namespace doublebuffer {
+
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 8
+static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
+static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
+
+// ---- kernel ----
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(kThreads) doublebuffer_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
+    __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
+    const int tid = threadIdx.x;
+    const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
+    // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
+    const int frag_row = thread_row * 4, frag_col = thread_col * 4;
+    const TileCoord tile = grouped_block_tile();  // rung 4's order
+    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
+    const Index m = g.m, n = g.n, k = g.k;
+    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
+                                                                                     row0, col0, tid};
+
+    float acc[kTM][kTN] = {};
+    float reg_m[kTM], reg_n[kTN];
+    const Index steps = ceil_div(k, kBK);
+    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
+        tiles.fetch(0, 0);
+        tiles.land(0);
+        __syncthreads();
+    }
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);  // in flight during this tile's math
+#pragma unroll
+        for (int p = 0; p < kBK; ++p) {
+            load4(&As[stage][p][frag_row], &reg_m[0]);
+            load4(&As[stage][p][kBM / 2 + frag_row], &reg_m[4]);
+            load4(&Bs[stage][p][frag_col], &reg_n[0]);
+            load4(&Bs[stage][p][kBN / 2 + frag_col], &reg_n[4]);
+#pragma unroll
+            for (int i = 0; i < kTM; ++i)
+#pragma unroll
+                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
+        }
+        if (t + 1 < steps) tiles.land(stage ^ 1);  // registers stored, this thread's copies waited for
+        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+    }
+    const bool vec_out = output_aligned16(g);
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+        const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
+        if (row >= m) continue;
+        store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
+        store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
+    }
+}
+
+}  // namespace doublebuffer
+}  // namespace fsg
+
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
+extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::doublebuffer;
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
+    const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        using I = typename decltype(index)::type;
+        constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
+        if (vec) doublebuffer_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else doublebuffer_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+    });
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_09_DOUBLEBUFFER */
