@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Nsight Compute on one rung: the figures the ladder teaches with.
+# Nsight Compute on one rung: the figures the ladder teaches with, first the counter
+# that proves the rung's idea (benchmarks/evidence.py has one per rung).
 #   benchmarks/profile.sh RUNG [MxNxK]      (default 4096x4096x4096)
 # Prints achieved FLOP/s (as FMA-pipe utilisation), shared-memory wavefronts
 # and bank conflicts, global load efficiency (sectors per request), L1/L2 hit
@@ -39,6 +40,8 @@ metrics=(
   smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio
   smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio
 )
+# The counter that proves the rung's idea (benchmarks/evidence.py measures it on every rung for the README).
+python3 "$here/evidence.py" --show "${rung%%:*}"
 report=()
 [ -n "${NCU_OUT:-}" ] && report=(--export "$NCU_OUT" --force-overwrite)
 # Launch 4 is the rung's second run (profile_one.py); clocks as the card runs them, not locked.

@@ -34,6 +34,36 @@ def kernel_table():
     return "\n".join(lines)
 
 
+def compact(value):
+    """A counter's value in a few digits: 4.29 G, 134 M, 0.24, 92.1."""
+    if value is None:
+        return "-"
+    for scale, unit in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def evidence_cells(path=RESULTS.parent / "evidence-h100.json"):
+    """kernel -> (what the counter counts, 'before -> this rung'), from benchmarks/evidence.py's committed run."""
+    if not path.exists():
+        return {}
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import evidence  # noqa: E402: benchmarks/evidence.py, next to this script
+
+    data = json.loads(path.read_text())
+    values = {r["kernel"]: r["metrics"] for r in data["rows"]}
+    cells = {}
+    for name, ev in data["meta"]["evidence"].items():
+        if name not in values:
+            continue
+        before = evidence.against(name)
+        after = compact(evidence.value_of(ev["counter"], values[name]))
+        was = compact(evidence.value_of(ev["counter"], values[before])) if before in values else None
+        cells[name] = (ev["what"], f"{was} (`{before}`) -> {after}" if was else after)
+    return cells
+
+
 def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
     if not path.exists():
         return "(no committed benchmark data yet)"
@@ -50,13 +80,20 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         f"after {meta['warmup']} warm-ups, random inputs, commit {meta['git_commit']} "
         f"(`benchmarks/results/{path.name}`):",
         "",
-        "| kernel | GFLOP/s | % of cuBLAS | SM clock (MHz) | % of FP32 peak at that clock |",
-        "|---|---:|---:|---:|---:|",
+        "| kernel | GFLOP/s | % of cuBLAS | SM clock (MHz) | % of FP32 peak at that clock | the counter its idea moves "
+        "| before -> this rung |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
+    evidence = evidence_cells()
     for r in picked:
         peak = f"{100 * r['gflops'] / r['peak_gflops_at_clock']:.1f}" if r.get("peak_gflops_at_clock") else "-"
+        what, change = evidence.get(r["kernel"], ("", ""))
         lines.append(f"| `{r['kernel']}` | {r['gflops']:,.0f} | {100 * r['ratio_to_cublas']:.1f} | "
-                     f"{r.get('sm_clock_mhz') or '-'} | {peak} |")
+                     f"{r.get('sm_clock_mhz') or '-'} | {peak} | {what} | {change} |")
+    if evidence:
+        lines += ["", "The counters: Nsight Compute on each rung's second launch at 4096^3 "
+                  "(`python benchmarks/evidence.py`, `benchmarks/results/evidence-h100.json`); "
+                  "`benchmarks/profile.sh RUNG` names a rung's counter and prints it with the rest of its profile."]
     return "\n".join(lines)
 
 
