@@ -4,9 +4,9 @@ import numpy as np
 
 import fastsgemm
 from fastsgemm import _sgemm
-from fastsgemm._bench import _random_device_matrix
+from fastsgemm._benchmark import random_device_matrix
 
-a = _random_device_matrix(256, 256, 1, 0).numpy()
+a = random_device_matrix(256, 256, 1, 0).numpy()
 print("fill: min %.4f max %.4f mean %.4f zeros %d" % (a.min(), a.max(), a.mean(), (a == 0).sum()))
 for name in ("naive", "tile2d", "vectorized"):
     r = fastsgemm.benchmark(name, 512, 512, 512, repeats=3)

@@ -9,13 +9,13 @@ the rung starts at launch index 4 (0-based).
 import sys
 
 from fastsgemm import _sgemm
-from fastsgemm._api import _parse_kernel
-from fastsgemm._bench import _random_device_matrix
+from fastsgemm._registry import parse_kernel
+from fastsgemm._benchmark import random_device_matrix
 
 name, m, n, k = sys.argv[1], *(int(x) for x in sys.argv[2:5])
-a = _random_device_matrix(m, k, 1, 0)
-b = _random_device_matrix(k, n, 2, 0)
-out = _random_device_matrix(m, n, 3, 0)
+a = random_device_matrix(m, k, 1, 0)
+b = random_device_matrix(k, n, 2, 0)
+out = random_device_matrix(m, n, 3, 0)
 for _ in range(2):
-    _sgemm.gemm(_parse_kernel(name), a._core(), b._core(), None, out._core(), 1.0, 0.0, None)
+    _sgemm.gemm(parse_kernel(name), a._core(), b._core(), None, out._core(), 1.0, 0.0, None)
 _sgemm.synchronize(None)

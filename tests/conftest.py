@@ -11,8 +11,8 @@ import pytest
 import fastsgemm
 
 SEED = int(os.environ.get("FASTSGEMM_TEST_SEED", "20261122"))
-FP32_TOLERANCE = fastsgemm._api.ERROR_BOUND["fp32"]  # relative Frobenius error against float64, K <= 4096
-TF32_TOLERANCE = fastsgemm._api.ERROR_BOUND["tf32"]  # operands rounded to TF32
+FP32_TOLERANCE = fastsgemm._registry.ERROR_BOUND["fp32"]  # relative Frobenius error against float64, K <= 4096
+TF32_TOLERANCE = fastsgemm._registry.ERROR_BOUND["tf32"]  # operands rounded to TF32
 _PRECISION = {k.name: k.precision for k in fastsgemm.kernels()}
 
 
@@ -24,7 +24,7 @@ def tolerance(kernel):
 
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is not None and not fastsgemm.cuda_available():
-        pytest.skip(f"needs a CUDA device: {fastsgemm._api._cuda_status()[1]}")
+        pytest.skip(f"needs a CUDA device: {fastsgemm._api.cuda_status()[1]}")
     if item.get_closest_marker("sanitizer") is not None and "sanitizer" not in item.config.getoption("markexpr"):
         pytest.skip("compute-sanitizer runs take minutes: opt in with -m sanitizer")
 

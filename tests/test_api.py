@@ -32,9 +32,9 @@ def test_configurations_are_named_kernels():
         names = [c.name for c in k.configs]
         assert len(set(names)) == len(names) and all(c.shape and c.max_dim > 0 for c in k.configs)
         for c in k.configs:
-            choice = fastsgemm._api._parse_kernel(f"{k.name}:{c.name}")
+            choice = fastsgemm._registry.parse_kernel(f"{k.name}:{c.name}")
             assert choice.name == f"{k.name}:{c.name}" and choice.max_dim == c.max_dim
-    assert fastsgemm._api._parse_kernel("warptile").config == -1
+    assert fastsgemm._registry.parse_kernel("warptile").config == -1
 
 
 @pytest.mark.parametrize("kernel,words", [

@@ -76,7 +76,7 @@ def test_hopper_wgmma_rungs_and_their_mma_sync_rungs_differ(kernel, mma_sync, rn
     exact = reference(A, B)
     default, ampere = fastsgemm.sgemm(A, B, kernel=kernel), fastsgemm.sgemm(A, B, kernel=mma_sync)
     assert not np.array_equal(default, ampere), f"{kernel} and {mma_sync} gave the same bits"
-    bound = fastsgemm._api.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
+    bound = fastsgemm._registry.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
     for result in (default, ampere):
         assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < bound
 
@@ -113,4 +113,4 @@ def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_
     mismatches = np.argwhere(direct != packed)
     assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
     exact = reference(A, B)
-    assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm._api.ERROR_BOUND["fp32"]
+    assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]

@@ -68,7 +68,7 @@ def test_shipped_table_is_sound():
     that choice back."""
     from fastsgemm.tune import choose
     table = _tuning.read_table(_tuning.SHIPPED_TABLE)
-    known = _tuning._kernels()
+    known = fastsgemm._registry.auto_candidates()
     assert "tf32" not in known and "cublas_tf32" not in known and "cublas" in known
     for name, device in table["devices"].items():
         assert len(device["compute_capability"]) == 2, name
@@ -104,7 +104,7 @@ def test_a_broken_table_warns_and_auto_runs_cublas(tmp_path):
 def test_auto_runs_what_auto_kernel_names(shape, rng):
     m, n, k = shape
     chosen = fastsgemm.auto_kernel(m, n, k)
-    assert chosen in _tuning._kernels()
+    assert chosen in fastsgemm._registry.auto_candidates()
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
     result = fastsgemm.sgemm(A, B)
     assert_close(result, reference(A, B), what=f"auto ({chosen}) at {shape}")

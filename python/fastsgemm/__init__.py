@@ -8,22 +8,12 @@
 fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names; kernel="auto" (the default) runs
 the FP32-accurate kernel measured fastest for the shape on this GPU (fastsgemm.auto_kernel).
 """
-from ._api import (
-    KERNELS,
-    CudaError,
-    KernelConfig,
-    KernelInfo,
-    auto_kernel,
-    cuda_available,
-    device_info,
-    kernels,
-    sgemm,
-    sgemm_raw,
-)
+from ._api import CudaError, auto_kernel, cuda_available, device_info, sgemm, sgemm_raw
+from ._registry import KERNELS, KernelConfig, KernelInfo, kernels
 import atexit as _atexit
 
 from . import _sgemm
-from ._bench import benchmark
+from ._benchmark import benchmark
 from ._device_array import DeviceArray, to_device
 
 __version__ = "0.1.0"

@@ -30,13 +30,13 @@ def main() -> int:
         )
         rungs = fastsgemm.kernels()
     else:
-        print(f"device: none usable ({fastsgemm._api._cuda_status()[1]})")
+        print(f"device: none usable ({fastsgemm._api.cuda_status()[1]})")
         print("        only the host rung runs; the CUDA rungs are skipped")
         rungs = [k for k in fastsgemm.kernels() if k.device == "cpu"]
 
     rng = np.random.default_rng(0)
     failures = 0
-    bounds = fastsgemm._api.ERROR_BOUND
+    bounds = fastsgemm._registry.ERROR_BOUND
     print(f"\ncheck against float64 NumPy (relative Frobenius error, must be <= {bounds['fp32']:g}, "
           f"or {bounds['tf32']:g} for the rungs that round to TF32):")
     for k in rungs:

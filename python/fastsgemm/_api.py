@@ -1,111 +1,25 @@
-"""The public API: sgemm, sgemm_raw, kernels, cuda_available, device_info."""
+"""The public API: sgemm, sgemm_raw, auto_kernel, cuda_available, device_info (the registry's view, kernels()
+and KERNELS, is fastsgemm._registry)."""
 from __future__ import annotations
 
 import functools
 import numbers
 import threading
 import warnings
-from typing import NamedTuple
-
 import numpy as np
 
 from . import _sgemm
 from . import _tuning
 from ._device_array import DeviceArray
+from ._registry import INDEX, REGISTRY, Kernel, parse_kernel
 from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, to_operand,
                         working_stream)
 
 CudaError = _sgemm.CudaError
 
 
-class KernelConfig(NamedTuple):
-    """Another template configuration of a rung: run it as kernel="<rung>:<name>"."""
-
-    name: str
-    shape: str  # what differs from the rung's own configuration
-    max_dim: int  # largest M and N it takes
-    fill: tuple | None = None  # how a long K is sliced: KernelInfo.fill
-
-
-class KernelInfo(NamedTuple):
-    """One rung of the ladder, as the registry (kernels/registry.c) describes it."""
-
-    name: str
-    rung: int | None  # position on the ladder; None for the cuBLAS yardstick
-    idea: str
-    device: str  # "cpu" or "cuda"
-    source: str  # the file that holds it
-    max_dim: int  # largest M and N it takes
-    sass: tuple  # instructions its idea compiles to, checked in CI (tests/test_compiled_kernels.py)
-    precision: str  # "fp32": error like cuBLAS SGEMM's; "tf32": operands rounded to TF32 (about 3e-4)
-    configs: tuple  # its other configurations (KernelConfig), for kernel="<name>:<config>" and kernel="auto"
-    # Past K = 4096 the extension runs K in slices, side by side, and sums them (csrc/operands.c). None: slices of
-    # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm): sums accurate at any K, so
-    # only as many slices as one wave of such blocks needs to fill the GPU.
-    fill: tuple | None = None
-
-
-_REGISTRY = tuple(
-    KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
-               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]), r["fill"])
-    for r in _sgemm.rungs()
-)
-_INDEX = {info.name: i for i, info in enumerate(_REGISTRY)}
-
-# The relative Frobenius error against float64 each precision must stay within on random inputs with K <= 4096
-# (the tests' and the main job's bound): FP32 rungs; rungs that round operands to TF32 (2^-11 each: about 3e-4
-# typically, up to 1e-3 at K = 1).
-ERROR_BOUND = {"fp32": 1e-5, "tf32": 2e-3}
-
-KERNELS = tuple(info.name for info in _REGISTRY)
-"""The names of the rungs, in ladder order (the registry's order)."""
-
-
-def kernels() -> list[KernelInfo]:
-    """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N,
-    the SASS instructions the rung's idea compiles to, its precision ("fp32", or "tf32" for the rungs
-    that round operands to TF32) and its other configurations (run as kernel="<name>:<config>")."""
-    return list(_REGISTRY)
-
-
-class _Kernel(NamedTuple):
-    """A kernel as the C core takes it: a registry index and a configuration index (-1: the rung's own)."""
-
-    rung: int
-    config: int
-
-    @property
-    def name(self) -> str:
-        info = _REGISTRY[self.rung]
-        return info.name if self.config < 0 else f"{info.name}:{info.configs[self.config].name}"
-
-    @property
-    def max_dim(self) -> int:
-        info = _REGISTRY[self.rung]
-        return info.max_dim if self.config < 0 else info.configs[self.config].max_dim
-
-
-def _parse_kernel(kernel) -> _Kernel | None:
-    """The kernel a name means: "<rung>" or "<rung>:<config>"; None for "auto"."""
-    if not isinstance(kernel, str):
-        raise TypeError(f"kernel must be a string naming a rung, got {describe(kernel)}")
-    if kernel == "auto":
-        return None
-    name, colon, config = kernel.partition(":")
-    if name not in _INDEX:
-        raise ValueError(f"unknown kernel {kernel!r}; valid kernels: {', '.join(('auto',) + KERNELS)}")
-    index = _INDEX[name]
-    if not colon:
-        return _Kernel(index, -1)
-    configs = [c.name for c in _REGISTRY[index].configs]
-    if config not in configs:
-        offered = f"its configurations: {', '.join(configs)}" if configs else "it has none"
-        raise ValueError(f"kernel {name!r} has no configuration {config!r}; {offered}")
-    return _Kernel(index, configs.index(config))
-
-
 @functools.lru_cache(maxsize=None)
-def _cuda_status() -> tuple[bool, str]:
+def cuda_status() -> tuple[bool, str]:
     try:
         count = _sgemm.device_count()
     except CudaError as error:
@@ -115,7 +29,7 @@ def _cuda_status() -> tuple[bool, str]:
 
 def cuda_available() -> bool:
     """Whether a CUDA device and driver are usable from this process."""
-    return _cuda_status()[0]
+    return cuda_status()[0]
 
 
 # FP32 lanes per SM by compute capability (major, minor); the default covers later chips.
@@ -127,7 +41,7 @@ def device_info(device: int | None = None) -> dict:
 
     Raises CudaError when there is no usable device."""
     if not cuda_available():
-        raise CudaError(f"no usable CUDA device: {_cuda_status()[1]}")
+        raise CudaError(f"no usable CUDA device: {cuda_status()[1]}")
     info = _sgemm.device_info(_sgemm.current_device() if device is None else int(device))
     lanes = _FP32_LANES.get(tuple(info["compute_capability"]), 128)
     info["fp32_lanes_per_sm"] = lanes
@@ -138,40 +52,40 @@ def device_info(device: int | None = None) -> dict:
 _auto_warned = threading.Event()
 
 
-def _resolve_kernel(kernel, on_device: bool) -> _Kernel | None:
+def resolve_kernel(kernel, on_device: bool) -> Kernel | None:
     """The kernel to run, checked against this machine; None for "auto" with a GPU: the shape decides
-    (_auto_kernel) once it is known."""
-    choice = _parse_kernel(kernel)
+    (auto_choice) once it is known."""
+    choice = parse_kernel(kernel)
     if choice is None:
         if cuda_available():
             return None
         if on_device:
-            raise CudaError(f"device arrays given but no usable CUDA device: {_cuda_status()[1]}")
+            raise CudaError(f"device arrays given but no usable CUDA device: {cuda_status()[1]}")
         if not _auto_warned.is_set():
             _auto_warned.set()
             warnings.warn(
-                f"fastsgemm: no usable CUDA device ({_cuda_status()[1]}); kernel='auto' runs the 'cpu' rung",
+                f"fastsgemm: no usable CUDA device ({cuda_status()[1]}); kernel='auto' runs the 'cpu' rung",
                 RuntimeWarning,
                 stacklevel=3,
             )
-        return _Kernel(_INDEX["cpu"], -1)
-    if _REGISTRY[choice.rung].device == "cuda" and not cuda_available():
-        raise CudaError(f"kernel {kernel!r} needs a CUDA device and none is usable: {_cuda_status()[1]}")
+        return Kernel(INDEX["cpu"], -1)
+    if REGISTRY[choice.rung].device == "cuda" and not cuda_available():
+        raise CudaError(f"kernel {kernel!r} needs a CUDA device and none is usable: {cuda_status()[1]}")
     return choice
 
 
-def _auto_kernel(m: int, n: int, k: int) -> _Kernel:
+def auto_choice(m: int, n: int, k: int) -> Kernel:
     """What kernel="auto" runs for an m x n x k problem on the current device (fastsgemm._tuning)."""
-    return _parse_kernel(_tuning.choose(_sgemm.current_device(), m, n, k))
+    return parse_kernel(_tuning.choose(_sgemm.current_device(), m, n, k))
 
 
-def _auto_kernel_on(device: int, m: int, n: int, k: int) -> _Kernel:
+def auto_choice_on(device: int, m: int, n: int, k: int) -> Kernel:
     """What kernel="auto" runs for an m x n x k problem on `device`: the C fast path asks this once per device and
     shape (csrc/fast_call.c) and remembers the answer."""
-    return _parse_kernel(_tuning.choose(device, m, n, k))
+    return parse_kernel(_tuning.choose(device, m, n, k))
 
 
-_sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), DeviceArray, _auto_kernel_on)
+_sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), DeviceArray, auto_choice_on)
 
 
 def auto_kernel(M: int, N: int, K: int) -> str:
@@ -183,7 +97,7 @@ def auto_kernel(M: int, N: int, K: int) -> str:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     if not cuda_available():
         return "cpu"
-    return _auto_kernel(int(M), int(N), int(K)).name
+    return auto_choice(int(M), int(N), int(K)).name
 
 
 def _real(name, value) -> float:
@@ -221,7 +135,7 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     if C is None and beta != 0.0:
         raise ValueError(f"beta={beta} needs a C matrix; pass C or leave beta at 0")
     on_device = is_device_array(A)
-    choice = _resolve_kernel(kernel, on_device)
+    choice = resolve_kernel(kernel, on_device)
 
     a = to_operand("A", A)
     stream = working_stream(a) if a.side == CUDA else None
@@ -244,7 +158,7 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
             raise ValueError(f"{op.name} must have shape {(m, n)} for A {a.shape} @ B {b.shape}, got {op.shape}")
 
     if choice is None:
-        choice = _auto_kernel(m, n, k)
+        choice = auto_choice(m, n, k)
 
     if o is None:
         result = empty_like_framework(a, (m, n))
@@ -288,8 +202,8 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
             raise ValueError(f"{name}={ld} is smaller than the {cols} elements of a stored row")
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
     stream = check_stream_handle("stream", stream)
-    choice = _resolve_kernel(kernel, on_device=True) or _auto_kernel(M, N, K)
-    if _REGISTRY[choice.rung].device != "cuda":
+    choice = resolve_kernel(kernel, on_device=True) or auto_choice(M, N, K)
+    if REGISTRY[choice.rung].device != "cuda":
         raise ValueError(f"sgemm_raw takes device pointers; kernel {kernel!r} runs on the host")
     a = (int(A_ptr), M, K, 1, lda) if trans_a else (int(A_ptr), M, K, lda, 1)
     b = (int(B_ptr), K, N, 1, ldb) if trans_b else (int(B_ptr), K, N, ldb, 1)
@@ -299,13 +213,9 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
 
 __all__ = [
     "CudaError",
-    "KERNELS",
-    "KernelConfig",
-    "KernelInfo",
     "auto_kernel",
     "cuda_available",
     "device_info",
-    "kernels",
     "sgemm",
     "sgemm_raw",
 ]

@@ -25,21 +25,11 @@ import warnings
 from pathlib import Path
 
 from . import _sgemm
+from ._registry import auto_candidates
 
 SHIPPED_TABLE = Path(__file__).with_name("tuning.json")
 TABLE_FORMAT = 1
 FALLBACK = "cublas"
-
-
-@functools.lru_cache(maxsize=None)
-def _kernels() -> dict:
-    """Every kernel name auto may run -> its largest M and N: FP32-accurate CUDA rungs and their configurations."""
-    kernels = {}
-    for r in _sgemm.rungs():
-        if r["device"] == "cuda" and r["precision"] == "fp32":
-            kernels[r["name"]] = r["max_dim"]
-            kernels.update({f"{r['name']}:{name}": max_dim for name, _, max_dim, _ in r["configs"]})
-    return kernels
 
 
 def table_path() -> Path:
@@ -68,7 +58,7 @@ def _devices() -> dict:
     except ValueError as error:
         warnings.warn(f"fastsgemm: {error}; kernel='auto' runs {FALLBACK}", RuntimeWarning, stacklevel=2)
         return {}
-    known = _kernels()
+    known = auto_candidates()
     devices = {}
     for name, device in table["devices"].items():
         entries = [(s["M"], s["N"], s["K"], s["kernel"]) for s in device.get("shapes", []) if s.get("kernel") in known]
@@ -104,7 +94,7 @@ def pick(entries, m: int, n: int, k: int) -> str:
     if not entries:
         return FALLBACK
     kernel = min(entries, key=lambda entry: _distance(m, n, k, entry))[3]
-    return kernel if max(m, n) <= _kernels()[kernel] else FALLBACK
+    return kernel if max(m, n) <= auto_candidates()[kernel] else FALLBACK
 
 
 @functools.lru_cache(maxsize=4096)

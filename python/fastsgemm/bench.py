@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 import fastsgemm
-from fastsgemm._api import _REGISTRY, _parse_kernel
+from fastsgemm._registry import REGISTRY, parse_kernel
 
 # Rungs too slow to time at every size: the largest M*N*K each is timed at (the table says so).
 SLOW_RUNG_LIMIT = {"cpu": 512**3, "naive": 4096**3, "coalesced": 8192**3, "smem": 8192**3}
@@ -81,7 +81,7 @@ def integer_at_least(least):
 def kernel_name(text):
     """--kernels: a rung, "rung:config" or "auto", as fastsgemm.sgemm takes it."""
     try:
-        _parse_kernel(text)
+        parse_kernel(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
@@ -92,8 +92,8 @@ def check_arguments(parser, args):
     if args.overhead or args.end_to_end:
         mode = "--overhead" if args.overhead else "--end-to-end"
         for name in args.kernels or []:
-            choice = _parse_kernel(name)
-            if choice is not None and _REGISTRY[choice.rung].device != "cuda":
+            choice = parse_kernel(name)
+            if choice is not None and REGISTRY[choice.rung].device != "cuda":
                 parser.error(f"argument --kernels: {name!r} runs on the host and {mode} times it on device arrays; "
                              f"leave it out or time it without {mode}")
     if args.out is not None:

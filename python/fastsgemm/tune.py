@@ -23,7 +23,7 @@ from pathlib import Path
 import fastsgemm
 
 from . import _tuning
-from ._api import ERROR_BOUND, _parse_kernel
+from ._registry import ERROR_BOUND, auto_candidates, parse_kernel
 from .bench import SLOW_RUNG_LIMIT, git_commit, parse_shape, progress
 
 # Squares at every power of two, and between them from 256 up to 4096, where the best tile changes with how
@@ -51,7 +51,7 @@ DEFAULT_SHAPES = SQUARES + OTHER_SHAPES
 
 def candidates() -> list[str]:
     """Every kernel auto may run (FP32-accurate CUDA rungs and their configurations), cuBLAS first."""
-    return ["cublas", *(name for name in _tuning._kernels() if name != "cublas")]
+    return ["cublas", *(name for name in auto_candidates() if name != "cublas")]
 
 
 def measure(shape, names, repeats, warmup, on_progress):
@@ -62,7 +62,7 @@ def measure(shape, names, repeats, warmup, on_progress):
         on_progress(f"{m}x{n}x{k} {name}")
         if m * n * k > SLOW_RUNG_LIMIT.get(name.partition(":")[0], float("inf")):
             continue
-        if max(m, n) > _parse_kernel(name).max_dim:
+        if max(m, n) > parse_kernel(name).max_dim:
             continue
         row = fastsgemm.benchmark(name, m, n, k, repeats=repeats, warmup=warmup)
         if row["rel_error"] is not None and not row["rel_error"] <= ERROR_BOUND["fp32"]:

@@ -16,13 +16,14 @@ import time
 import numpy as np
 
 from . import _sgemm
-from ._api import _INDEX, _REGISTRY, _auto_kernel, _Kernel, _resolve_kernel, device_info
+from ._api import auto_choice, device_info, resolve_kernel
+from ._registry import INDEX, REGISTRY, Kernel
 from ._device_array import DeviceArray
 
 MAX_INPUT_SETS = 8
 
 
-def _random_device_matrix(rows, cols, seed, device):
+def random_device_matrix(rows, cols, seed, device):
     matrix = DeviceArray.empty((rows, cols), device=device)
     _sgemm.fill_uniform(matrix.ptr, rows * cols, seed, None)
     return matrix
@@ -69,9 +70,9 @@ def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, che
     if not isinstance(check, (bool, np.bool_)):
         raise TypeError(f"check must be True or False, got {check!r} ({type(check).__name__})")
     check = bool(check)
-    choice = _resolve_kernel(kernel, on_device=False) or _auto_kernel(M, N, K)
+    choice = resolve_kernel(kernel, on_device=False) or auto_choice(M, N, K)
     flops = 2.0 * M * N * K
-    if _REGISTRY[choice.rung].device == "cpu":
+    if REGISTRY[choice.rung].device == "cpu":
         times, sets, error = _time_host(choice, M, N, K, repeats, warmup, alpha, beta, check, seed)
     else:
         times, sets, error = _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed)
@@ -90,7 +91,7 @@ def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, che
         "warmup": warmup,
         "input_sets": sets,
         "rel_error": error,
-        "error_reference": None if error is None else ("float64" if _REGISTRY[choice.rung].device == "cpu" else "cublas"),
+        "error_reference": None if error is None else ("float64" if REGISTRY[choice.rung].device == "cpu" else "cublas"),
     }
 
 
@@ -101,10 +102,10 @@ def _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed):
     sets = 1 if set_bytes >= 2 * info["l2_cache_bytes"] else min(MAX_INPUT_SETS, math.ceil(2 * info["l2_cache_bytes"] / set_bytes))
     arrays = []
     for s in range(sets):
-        a = _random_device_matrix(M, K, seed * 1000 + 4 * s, device)
-        b = _random_device_matrix(K, N, seed * 1000 + 4 * s + 1, device)
-        c = _random_device_matrix(M, N, seed * 1000 + 4 * s + 2, device) if beta != 0.0 else None
-        out = _random_device_matrix(M, N, seed * 1000 + 4 * s + 3, device)
+        a = random_device_matrix(M, K, seed * 1000 + 4 * s, device)
+        b = random_device_matrix(K, N, seed * 1000 + 4 * s + 1, device)
+        c = random_device_matrix(M, N, seed * 1000 + 4 * s + 2, device) if beta != 0.0 else None
+        out = random_device_matrix(M, N, seed * 1000 + 4 * s + 3, device)
         arrays.append((a, b, c, out))
     core = [tuple(x._core() if x is not None else None for x in group) for group in arrays]
     times = _sgemm.time_gemm(choice, core, alpha, beta, warmup, repeats, None)
@@ -114,7 +115,7 @@ def _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed):
         a, b, c, out = arrays[0]
         mine = DeviceArray.empty((M, N), device=device)
         reference = DeviceArray.empty((M, N), device=device)
-        for target, kernel in ((mine, choice), (reference, _Kernel(_INDEX["cublas"], -1))):
+        for target, kernel in ((mine, choice), (reference, Kernel(INDEX["cublas"], -1))):
             _sgemm.gemm(kernel, a._core(), b._core(), c._core() if c is not None else None, target._core(), alpha, beta, None)
         error = _relative_error(mine.numpy(), reference.numpy())
     return times, sets, error

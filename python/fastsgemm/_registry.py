@@ -1,0 +1,105 @@
+"""The registry as Python sees it: the one list of rungs (kernels/support/registry.c, read once through the C
+extension), how a kernel name is parsed, which kernels kernel="auto" may run, and the error bound of each
+precision. The API, the tuning, the benchmarks and the tests all read the ladder through this module."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import _sgemm
+from ._operands import describe
+
+class KernelConfig(NamedTuple):
+    """Another template configuration of a rung: run it as kernel="<rung>:<name>"."""
+
+    name: str
+    shape: str  # what differs from the rung's own configuration
+    max_dim: int  # largest M and N it takes
+    fill: tuple | None = None  # how a long K is sliced: KernelInfo.fill
+
+
+class KernelInfo(NamedTuple):
+    """One rung of the ladder, as the registry (kernels/support/registry.c) describes it."""
+
+    name: str
+    rung: int | None  # position on the ladder; None for the cuBLAS yardstick
+    idea: str
+    device: str  # "cpu" or "cuda"
+    source: str  # the file that holds it
+    max_dim: int  # largest M and N it takes
+    sass: tuple  # instructions its idea compiles to, checked in CI (tests/test_compiled_kernels.py)
+    precision: str  # "fp32": error like cuBLAS SGEMM's; "tf32": operands rounded to TF32 (about 3e-4)
+    configs: tuple  # its other configurations (KernelConfig), for kernel="<name>:<config>" and kernel="auto"
+    # Past K = 4096 the extension runs K in slices, side by side, and sums them (csrc/operands.c). None: slices of
+    # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm): sums accurate at any K, so
+    # only as many slices as one wave of such blocks needs to fill the GPU.
+    fill: tuple | None = None
+
+
+REGISTRY = tuple(
+    KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
+               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]), r["fill"])
+    for r in _sgemm.rungs()
+)
+INDEX = {info.name: i for i, info in enumerate(REGISTRY)}
+
+# The relative Frobenius error against float64 each precision must stay within on random inputs with K <= 4096
+# (the tests' and the main job's bound): FP32 rungs; rungs that round operands to TF32 (2^-11 each: about 3e-4
+# typically, up to 1e-3 at K = 1).
+ERROR_BOUND = {"fp32": 1e-5, "tf32": 2e-3}
+
+KERNELS = tuple(info.name for info in REGISTRY)
+"""The names of the rungs, in ladder order (the registry's order)."""
+
+
+def kernels() -> list[KernelInfo]:
+    """The ladder in order: name, rung number, one-line idea, "cpu" or "cuda", source file, largest M/N,
+    the SASS instructions the rung's idea compiles to, its precision ("fp32", or "tf32" for the rungs
+    that round operands to TF32) and its other configurations (run as kernel="<name>:<config>")."""
+    return list(REGISTRY)
+
+
+class Kernel(NamedTuple):
+    """A kernel as the C core takes it: a registry index and a configuration index (-1: the rung's own)."""
+
+    rung: int
+    config: int
+
+    @property
+    def name(self) -> str:
+        info = REGISTRY[self.rung]
+        return info.name if self.config < 0 else f"{info.name}:{info.configs[self.config].name}"
+
+    @property
+    def max_dim(self) -> int:
+        info = REGISTRY[self.rung]
+        return info.max_dim if self.config < 0 else info.configs[self.config].max_dim
+
+
+def parse_kernel(kernel) -> Kernel | None:
+    """The kernel a name means: "<rung>" or "<rung>:<config>"; None for "auto"."""
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a string naming a rung, got {describe(kernel)}")
+    if kernel == "auto":
+        return None
+    name, colon, config = kernel.partition(":")
+    if name not in INDEX:
+        raise ValueError(f"unknown kernel {kernel!r}; valid kernels: {', '.join(('auto',) + KERNELS)}")
+    index = INDEX[name]
+    if not colon:
+        return Kernel(index, -1)
+    configs = [c.name for c in REGISTRY[index].configs]
+    if config not in configs:
+        offered = f"its configurations: {', '.join(configs)}" if configs else "it has none"
+        raise ValueError(f"kernel {name!r} has no configuration {config!r}; {offered}")
+    return Kernel(index, configs.index(config))
+
+
+def auto_candidates() -> dict:
+    """Every kernel name kernel="auto" may run -> its largest M and N: the FP32-accurate CUDA rungs and their
+    configurations."""
+    candidates = {}
+    for info in REGISTRY:
+        if info.device == "cuda" and info.precision == "fp32":
+            candidates[info.name] = info.max_dim
+            candidates.update({f"{info.name}:{c.name}": c.max_dim for c in info.configs})
+    return candidates
