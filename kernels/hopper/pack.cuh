@@ -14,7 +14,7 @@ namespace fsg {
 namespace hopper {
 
 /* The tensor cores must see operands rounded to TF32 (rung 14) or split into
- * TF32 hi and lo parts (rung 11), K-major. Doing that inside the GEMM costs
+ * TF32 hi and lo parts (rung 15), K-major. Doing that inside the GEMM costs
  * the producer threads a pass over shared memory, or a proxy fence per
  * thread per tile (benchmarks/NOTES.md). Instead one small kernel (both
  * operands, one launch) reads each once, in whatever layout it has, and

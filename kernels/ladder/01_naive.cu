@@ -20,8 +20,10 @@
 
 namespace {
 
+// ---- tile parameters ----
 constexpr int kBlockSide = 32;
 
+// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void naive_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = fsg::this_slice(problem);  // split-K: this block's K-slice (common.cuh)
@@ -37,6 +39,7 @@ __global__ void naive_sgemm_kernel(fsg_gemm problem) {
 
 }  // namespace
 
+// ---- launcher ----
 extern "C" cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
     const dim3 grid((unsigned)fsg::ceil_div(g->m, kBlockSide), (unsigned)fsg::ceil_div(g->n, kBlockSide),

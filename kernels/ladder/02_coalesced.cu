@@ -19,6 +19,7 @@
 
 namespace {
 
+// ---- tile parameters ----
 constexpr int kBlockSide = 32;
 
 /* The slice's problem with its moved pointers hidden from the optimizer
@@ -37,6 +38,7 @@ __device__ __forceinline__ fsg_gemm with_opaque_pointers(fsg_gemm g) {
     return g;
 }
 
+// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void coalesced_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = with_opaque_pointers(fsg::this_slice(problem));  // split-K: this block's K-slice (common.cuh)
@@ -56,6 +58,7 @@ __global__ void coalesced_sgemm_kernel(fsg_gemm problem) {
 
 }  // namespace
 
+// ---- launcher ----
 extern "C" cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 block(kBlockSide, kBlockSide);
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBlockSide), (unsigned)fsg::ceil_div(g->m, kBlockSide),

@@ -141,7 +141,7 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
  * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
  * load or four checked ones), and a branch's loads must land before stores
  * after it: with A stored between the two fetches, B's loads waited for A's
- * (measured on rungs 6 and 7: benchmarks/NOTES.md). */
+ * (measured on rungs 7 and 8: benchmarks/NOTES.md). */
 template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
           typename StoreA, typename StoreB>
 __device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,

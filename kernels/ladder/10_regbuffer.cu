@@ -23,10 +23,10 @@
  * A thread's 16 rows are four groups of 4, a quarter of the tile (32 rows)
  * apart; its 8 columns two groups of 4, half the tile (128 columns) apart. A
  * warp is one row of threads: its A fragments are one broadcast, its B
- * fragments 512 contiguous bytes, and no bank is asked twice (rung 7's rule).
+ * fragments 512 contiguous bytes, and no bank is asked twice (rung 8's rule).
  * BK = 16: the profile showed the FMA pipe starved by the instructions around
  * it, not by memory; a deeper k-step halves the fetches, barriers and loop
- * trips per FMA (+11% measured). Rows padded by 4 floats as in rung 7. Two
+ * trips per FMA (+11% measured). Rows padded by 4 floats as in rung 8. Two
  * stages of 16 x (132 + 260) floats: 49 KiB, past the 48 KiB static limit, so
  * shared memory is dynamic.
  * Blocks launch in plain order: rung 4's grouping measured neutral here (the
