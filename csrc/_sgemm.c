@@ -656,7 +656,8 @@ static int capturing(cudaStream_t stream) {
 
 void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream) {
     // A captured read runs whenever, and on whatever stream, the graph is launched.
-    if (buffer->pooled && !buffer->shared && (!ordered_with_legacy(stream) || capturing(stream))) buffer->shared = 1;
+    // Whether it is capturing is asked first: cudaStreamGetFlags is not for a stream under capture.
+    if (buffer->pooled && !buffer->shared && (capturing(stream) || !ordered_with_legacy(stream))) buffer->shared = 1;
 }
 
 /* Device memory from `device`'s result pool in stream order on `stream`, or
@@ -665,7 +666,7 @@ void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream) {
  * a stream being captured. */
 static cudaError_t pool_allocate(int device, cudaStream_t stream, size_t nbytes, void **ptr) {
     if (device < 0 || device >= (int)(sizeof result_pools / sizeof result_pools[0]) || result_pool_failed[device] ||
-        !ordered_with_legacy(stream) || capturing(stream))
+        capturing(stream) || !ordered_with_legacy(stream))
         return cudaErrorNotSupported;
     if (result_pools[device] == NULL) {
         size_t free_bytes, total_bytes;

@@ -362,3 +362,28 @@ def test_pooled_results_given_away_are_freed_after_a_device_synchronize(rng):
     assert not product._buffer.pooled, "a result on a non-blocking stream comes from cudaMalloc"
     assert_close(product.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="on a side stream")
 
+
+@pytest.mark.gpu
+def test_pooled_results_read_in_a_capture_are_freed_after_a_device_synchronize(rng):
+    """A read captured into a CUDA graph happens whenever, and on whatever stream, the graph is launched: a
+    pooled buffer read in a capture (here on a blocking CuPy stream, which the legacy stream would otherwise
+    order) is marked to wait for the device when freed, and the replay reads the right values."""
+    cupy = pytest.importorskip("cupy")
+    A = random_matrix(rng, 96, 96)
+    a = fastsgemm.to_device(A)
+    pooled = fastsgemm.sgemm(a, a)
+    assert pooled._buffer.pooled
+    cupy.cuda.runtime.deviceSynchronize()
+    stream = cupy.cuda.Stream(non_blocking=False)
+    operand = fastsgemm.DeviceArray(pooled._buffer, pooled.shape, stream=stream.ptr)
+    out = fastsgemm.DeviceArray.empty((96, 96))
+    fastsgemm.sgemm(operand, a, out=out, kernel="tile2d")  # warm, outside the capture
+    stream.synchronize()
+    assert not pooled._buffer.shared, "a blocking stream outside a capture is ordered with the legacy stream"
+    stream.begin_capture()
+    fastsgemm.sgemm(operand, a, out=out, kernel="tile2d")
+    graph = stream.end_capture()
+    assert pooled._buffer.shared
+    graph.launch(stream)
+    stream.synchronize()
+    assert_close(out.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="captured read")
