@@ -15,7 +15,7 @@
  * block to fill its gaps; so each thread can hold 16 x 8 results (128
  * registers of accumulators, up to 255 registers per thread) instead of 8 x 8,
  * and 128 of its 134 instructions per k-step are FMAs instead of 64 of 68.
- * Measured on the H100 (benchmarks/NOTES.md, experiments/warptile_pingpong.cu):
+ * Measured on the H100 (benchmarks/NOTES.md, "Rung 10: regbuffer"):
  * double-buffered fragments gain nothing at 8 x 8 with two blocks per SM, and
  * 16 x 8 at one block per SM gains nothing without them; together, +7%.
  *

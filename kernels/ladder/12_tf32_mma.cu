@@ -38,8 +38,8 @@
  *
  * Tile parameters: 128 x 128 x 32 block tile, 4 warps of 64 x 64, 3 stages
  * (3 x 35 KiB): the largest warp tile gives each fragment the most reuse,
- * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the sweep in
- * benchmarks/experiments/tensorcore_configs.cu, benchmarks/NOTES.md).
+ * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the tile-shape
+ * sweep in benchmarks/NOTES.md, "Rung 12: tf32_mma").
  * Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
  * Next: mma.sync is Ampere's instruction, and at 128 x 128 tiles it also
  * needs more from L2 than a wider tile would (32 FLOP per byte moved);
