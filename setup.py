@@ -134,6 +134,8 @@ class BuildWithNvcc(build_ext):
                 if done.returncode != 0:
                     sys.exit(f"fastsgemm: nvcc failed on {command[-3]} (exit code {done.returncode}); "
                              "its messages are above.")
+        # setuptools relinks only when a source or a dependency is newer than the module: the CUDA objects count.
+        ext.depends = [*ext.depends, *ext.extra_objects]
         super().build_extension(ext)
 
 

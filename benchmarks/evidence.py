@@ -7,7 +7,7 @@ before it, for the README's ladder table.
 
 Each rung names one counter (EVIDENCE below): what its idea changes, and why that change is the idea
 (fewer sectors per global request for coalescing, fewer bank conflicts for the padded layout, ...).
-The run profiles each rung's second launch (benchmarks/profile_one.py, as benchmarks/profile.sh does)
+The run profiles each rung's GEMM kernel in its second call (benchmarks/profile_one.py runs it twice)
 and keeps every counter for every rung, so a rung's counter can be read beside the rung before it.
 Needs ncu (Nsight Compute) and a GPU; writes benchmarks/results/evidence-h100.json by default.
 """
@@ -64,9 +64,9 @@ EVIDENCE = {
                "smsp__inst_executed_pipe_tensor.sum", "HGMMA (wgmma) instructions",
                "triples against tf32: three products per k-step"),
 }
-# The rung a rung's counter is read against: the one before it on the ladder, except where the ladder changes
-# instruction (the wgmma rungs are read against the mma.sync rung of the same math).
-AGAINST = {"tf32": "tf32_mma", "tf32x3": "tf32"}
+# The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
+# which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma).
+AGAINST = {"tf32": "tf32_mma"}
 
 
 def against(name):
@@ -80,6 +80,10 @@ def against(name):
 
 # Besides each rung's own counter, always collected so that any rung can be read beside any other.
 ALSO = ["gpu__time_duration.sum", "smsp__inst_executed.sum", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"]
+
+
+# The ladder's GEMM kernels, by name: every rung's is <rung>_sgemm_kernel, mma_sgemm_kernel or wgmma_*.
+GEMM_KERNELS = "regex:sgemm_kernel|wgmma_"
 
 
 def metrics_of(counter):
@@ -115,7 +119,9 @@ def available_metrics():
 
 def profile(rung, metrics, size):
     m, n, k = size
-    command = ["ncu", "--launch-skip", "4", "--launch-count", "1", "--clock-control", "none", "--csv",
+    # Only the GEMM kernels (not the fills, the pack pass or a split-K sum), and of those the second call's.
+    command = ["ncu", "--kernel-name", GEMM_KERNELS, "--launch-skip", "1", "--launch-count", "1",
+               "--clock-control", "none", "--csv",
                "--metrics", ",".join(metrics), sys.executable, str(HERE / "profile_one.py"), rung, str(m), str(n),
                str(k)]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -158,7 +164,7 @@ def main(argv=None):
         rows.append({"kernel": k.name, "rung": k.rung, "metrics": values})
         print(k.name, counters[k.name], value_of(counters[k.name], values), flush=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
-    meta = {"git_commit": commit.stdout.strip() or None, "device": fastsgemm.device_info()["name"], "size": list(size),
+    meta = {"profiled": "each rung's GEMM kernel in its second call", "git_commit": commit.stdout.strip() or None, "device": fastsgemm.device_info()["name"], "size": list(size),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "missing_metrics": missing,
             "evidence": {name: {"counter": counters[name], "what": w, "expect": e}
                          for name, (_, w, e) in EVIDENCE.items()}}

@@ -44,7 +44,8 @@ metrics=(
 python3 "$here/evidence.py" --show "${rung%%:*}"
 report=()
 [ -n "${NCU_OUT:-}" ] && report=(--export "$NCU_OUT" --force-overwrite)
-# Launch 4 is the rung's second run (profile_one.py); clocks as the card runs them, not locked.
-ncu --launch-skip 4 --launch-count 1 --clock-control none "${report[@]}" \
+# The GEMM kernel of the rung's second call (profile_one.py runs it twice; a call may also launch a pack
+# pass or a split-K sum, which the name filter leaves out); clocks as the card runs them, not locked.
+ncu --kernel-name "regex:sgemm_kernel|wgmma_" --launch-skip 1 --launch-count 1 --clock-control none "${report[@]}" \
     --metrics "$(IFS=,; echo "${metrics[*]}")" --section WarpStateStats \
     python3 "$here/profile_one.py" "$rung" "$m" "$n" "$k"

@@ -3,8 +3,9 @@ second launch (the first warms up). Used by benchmarks/profile.sh.
 
     python benchmarks/profile_one.py RUNG M N K       (RUNG may name a configuration: warptile:64x64x16)
 
-Launch order: three fills (A, B, out), then the rung twice: the second run of
-the rung starts at launch index 4 (0-based).
+Launch order: three fills (A, B, out), then the rung twice. A call may launch
+more than its GEMM kernel (the wgmma rungs' pack pass, a split-K sum):
+benchmarks/profile.sh and evidence.py pick the GEMM kernel by name.
 """
 import sys
 

@@ -91,9 +91,12 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         lines.append(f"| `{r['kernel']}` | {r['gflops']:,.0f} | {100 * r['ratio_to_cublas']:.1f} | "
                      f"{r.get('sm_clock_mhz') or '-'} | {peak} | {what} | {change} |")
     if evidence:
-        lines += ["", "The counters: Nsight Compute on each rung's second launch at 4096^3 "
-                  "(`python benchmarks/evidence.py`, `benchmarks/results/evidence-h100.json`); "
-                  "`benchmarks/profile.sh RUNG` names a rung's counter and prints it with the rest of its profile."]
+        data = json.loads((RESULTS.parent / "evidence-h100.json").read_text())
+        which = data["meta"].get("profiled", "the fifth launch of the run: each rung's second call, except for tf32 "
+                                 "and tf32x3, whose calls also launch a pack pass: their first call's GEMM")
+        lines += ["", f"The counters: Nsight Compute at 4096^3 on {which} (`python benchmarks/evidence.py`, "
+                  "`benchmarks/results/evidence-h100.json`); `benchmarks/profile.sh RUNG` names a rung's counter and "
+                  "prints it with the rest of its profile."]
     return "\n".join(lines)
 
 
@@ -139,14 +142,24 @@ def numerics_table(path=RESULTS.parent / "numerics-h100.json"):
     return "\n".join(lines)
 
 
+# Kernels renamed when the ladder was restructured (f5aa000): data measured before it names them the old way.
+RENAMED = {"tf32x3:mma.sync": "tf32x3_mma", "tf32:mma.sync": "tf32_mma", "warptile": "warptile:waves",
+           "warptile:128x256x16": "warptile", "doublebuffer": "regbuffer", "tile2d": "tile2d:walked"}
+RENAMED_AT = "f5aa000"
+
+
 def per_call_table(path=RESULTS.parent / "overhead-h100.json"):
     """Per-call wall time at the small sizes (python -m fastsgemm.bench --overhead), fastsgemm beside the framework's
     own matmul on the same operands in the same run."""
     data = json.loads(path.read_text())
     meta, rows = data["meta"], data["rows"]
+    # The per-call data predates the restructure when its kernel names are the old ones; they are shown renamed.
+    renamed = any(r.get("picked") in RENAMED and r["picked"] not in fastsgemm.KERNELS for r in rows)
+    note = f"; kernel names as renamed at {RENAMED_AT}" if renamed else ""
+    name = (lambda picked: RENAMED.get(picked, picked)) if renamed else (lambda picked: picked)
     lines = [f"{meta['device']['name']}, commit {meta['git_commit']}: wall clock over {rows[0]['calls']} calls in a "
              f"loop with one synchronize at the end, median of {rows[0]['rounds']} loops, microseconds per call "
-             f"(`{path.relative_to(ROOT).as_posix()}`).", "",
+             f"(`{path.relative_to(ROOT).as_posix()}`{note}).", "",
              "| M=N=K | operands | `out=` | fastsgemm `auto` | kernel it ran | its GPU time | framework matmul | "
              "auto / matmul | `cublas` rung |",
              "|---:|---|---|---:|---|---:|---:|---:|---:|"]
@@ -164,7 +177,7 @@ def per_call_table(path=RESULTS.parent / "overhead-h100.json"):
                 framework = f"{matmul['us_per_call']:.1f}" if matmul else "-"
                 ratio = f"{auto['us_per_call'] / matmul['us_per_call']:.2f}" if matmul else "-"
                 lines.append(f"| {m} | {operands if operands != 'fastsgemm' else 'DeviceArray'} | {'yes' if out else 'no'} "
-                             f"| {auto['us_per_call']:.1f} | `{auto['picked']}` | {auto['kernel_gpu_us']:.1f} | "
+                             f"| {auto['us_per_call']:.1f} | `{name(auto['picked'])}` | {auto['kernel_gpu_us']:.1f} | "
                              f"{framework} | {ratio} | {cublas['us_per_call']:.1f} |")
     return "\n".join(lines)
 

@@ -96,6 +96,23 @@ def test_no_spills(kernel, compiled):
         assert not framed, f"{kernel.name} has a stack frame in {len(framed)} instantiation(s): {framed}"
 
 
+NM = shutil.which("nm")
+
+
+@pytest.mark.skipif(NM is None, reason="needs nm (binutils)")
+@pytest.mark.parametrize("kernel", CUDA_RUNGS, ids=[k.name for k in CUDA_RUNGS])
+def test_a_rung_file_defines_only_its_launchers(kernel, compiled):
+    """A rung file is included by the next rung for its code: everything it defines with external linkage
+    (strong global symbols, nm's T) must be its extern "C" launchers, or the two objects would clash at
+    link time. Its kernels and helpers are templates or inline."""
+    listed = subprocess.run([NM, "-g", "--defined-only", str(compiled[kernel.name][1])], capture_output=True,
+                            text=True)
+    assert listed.returncode == 0, listed.stderr
+    strong = [line.split()[-1] for line in listed.stdout.splitlines() if line.split()[1:2] == ["T"]]
+    assert strong and all(name.startswith("fsg_") for name in strong), (
+        f"{kernel.source} defines more than its launchers: {[n for n in strong if not n.startswith('fsg_')]}")
+
+
 def sass_opcodes(obj):
     dump = subprocess.run([CUOBJDUMP, "-sass", str(obj)], capture_output=True, text=True)
     assert dump.returncode == 0, dump.stderr

@@ -42,7 +42,7 @@ namespace fsg {
  * distance to the edge the tiles slide toward, counted down by a tile per
  * load, and one bit per element for the other edge, which never changes. So a
  * tile costs no index products and no full bounds checks: +5% at 4096^3
- * for this rung (benchmarks/NOTES.md; rung 3 gained as much). The loads stay predicated,
+ * for this rung (benchmarks/NOTES.md; the old smem rung, which used it, gained as much). The loads stay predicated,
  * not branched around, so a thread's loads of both operands are in flight
  * together before its stores to shared memory wait for them (a branch per
  * tile between checked and unchecked loads serialised them: tile1d lost half

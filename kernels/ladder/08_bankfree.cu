@@ -19,7 +19,7 @@
  *     4 floats, which moves row p + 4 by 16 banks and keeps rows 16-byte aligned
  *     for the LDS.128 fragment loads.
  *
- * Everything else is rung 7: 128 x 128 x 8 block tile, 8 x 8 results per
+ * Tile parameters: rung 7's: 128 x 128 x 8 block tile, 8 x 8 results per
  * thread, 256 threads, float4 global loads and stores where alignment allows.
  * Limits: m <= 65535 * 128. The global loads of tile k+1 still wait for the
  * math on tile k to finish.

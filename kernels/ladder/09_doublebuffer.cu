@@ -19,7 +19,7 @@
  *     their registers written to shared memory after it, so their latency hides
  *     behind the tile's math.
  *
- * Everything else is rung 8: 128 x 128 x 8 block tile, 8 x 8 results per
+ * Tile parameters: rung 8's: 128 x 128 x 8 block tile, 8 x 8 results per
  * thread as split 4 x 4 quarters, 256 threads, padded rows, float4 global
  * loads and stores where alignment allows, rung 4's block order. Two stages
  * of 8 x (132 + 132) floats: 17 KiB of static shared memory.

@@ -29,13 +29,14 @@
  * over 132 SMs where 4096^3's 512 make four; 1,056 square tiles make eight
  * half-size rounds: square runs there, wide at 4096^3.
  *
- * Everything else is rung 10: two shared-memory stages, cp.async where layouts
+ * Tile parameters: the shapes above. Everything else is rung 10: two shared-memory stages, cp.async where layouts
  * agree and the matrix is aligned, register prefetch otherwise, double-buffered
  * fragments in the shapes with one block per SM, one barrier per k-step,
  * padded rows. Shared memory is dynamic.
  * Limits: m <= 65535 * BM. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
  * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
  * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
+ * Next: rung 12 leaves FFMA for the tensor cores.
  */
 #ifndef FASTSGEMM_LADDER_11_WARPTILE
 #define FASTSGEMM_LADDER_11_WARPTILE
@@ -167,7 +168,7 @@ extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream
 }
 
 /* Each shape on its own, for kernel="warptile:<name>" and the tuning behind
- * kernel="auto" (kernels/registry.c lists them). Bigger tiles reuse more per
+ * kernel="auto" (kernels/support/registry.c lists them). Bigger tiles reuse more per
  * load on big problems; smaller ones keep every SM busy on smaller ones. */
 extern "C" cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::warptile::launch<fsg::warptile::kSquare>(g, stream);

@@ -26,12 +26,14 @@
  * main term alone already has the right Inf or NaN (hi keeps Inf and NaN), so
  * where it is not finite it is the result.
  *
- * What changed from rung 12: the math policy below, and a smaller warp tile
- * (32 x 32 in a 64 x 64 block tile, 4 warps, two blocks per SM): two
- * accumulator sets and the split fragments need about 200 registers per
- * thread even so. The configurations swept gave 41-43 TFLOP/s at 4096^3, this
- * one the most (benchmarks/NOTES.md). Limits: as rung 12; inputs of magnitude above about
- * 3.4e38 * (1 - 2^-12) round to Inf in hi and give Inf, not FP32's value.
+ * What changed from rung 12: the math policy below, and a smaller warp tile.
+ *
+ * Tile parameters: 32 x 32 warp tiles in a 64 x 64 block tile, 4 warps, two
+ * blocks per SM: two accumulator sets and the split fragments need about 200
+ * registers per thread even so. The configurations swept gave 41-43 TFLOP/s
+ * at 4096^3, this one the most (benchmarks/NOTES.md).
+ * Limits: as rung 12; inputs of magnitude above about 3.4e38 * (1 - 2^-12)
+ * round to Inf in hi and give Inf, not FP32's value.
  * Next: the split costs 3x the tensor-core work plus the splitting itself;
  * Hopper's wgmma feeds the tensor cores at their full rate (rungs 14, 15).
  */

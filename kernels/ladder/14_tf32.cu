@@ -38,7 +38,7 @@
  *      but wgmma and meet the producer at mbarriers, `full` (a stage's bytes
  *      have landed) and `empty` (the stage's wgmmas have finished reading it).
  *
- * Block tile 128 x 256 x 32: each consumer warpgroup owns 64 rows and issues
+ * Tile parameters: 128 x 256 x 32 block tile: each consumer warpgroup owns 64 rows and issues
  * two m64n128k8 per k-step of 8, 128 accumulators a thread. Against the
  * 128 x 128 tile of the unrounded experiment, a stage brings 48 KiB for twice
  * the FLOPs of 32 KiB: a quarter less shared-memory and L2 traffic per FLOP.
@@ -49,7 +49,7 @@
  * kGroupRows block rows, column by column, so the blocks resident together
  * share their A and B tiles in L2.
  *
- * Costs and limits: a workspace of (m + n) x k floats (rounded up to whole
+ * Limits: sm_90a only (elsewhere rung 12 runs); a workspace of (m + n) x k floats (rounded up to whole
  * tiles) for the duration of the call, from a stream-ordered memory pool
  * (kernels/support/workspace_pool.c); 4 x 48 KiB stages, one block per SM.
  * Next: rung 15 buys FP32 accuracy back on this path, as rung 13 did on
@@ -59,11 +59,13 @@
 #define FASTSGEMM_LADDER_14_TF32
 
 #include "hopper/pack.cuh"
+#include "ladder/13_tf32x3_mma.cu"  // the ladder so far; this rung calls rung 12 only through its launcher
 
 namespace fsg {
 namespace hopper {
 namespace tf32 {
 
+// ---- tile parameters ----
 constexpr int kBM = 128, kBN = 256;  // block tile: one packed A tile, two packed B tiles
 constexpr int kBTiles = kBN / kPackRows;
 static_assert(kBM == kPackRows && kBN % kPackRows == 0, "block tiles are whole packed tiles");
@@ -71,9 +73,13 @@ constexpr int kStageFloats = (1 + kBTiles) * kTileFloats;  // A, then B's tiles:
 constexpr int kStages = 4;
 constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 
+// ---- kernel ----
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles, one per k-step, and so does each of B's; the block's split-K
- * slice takes its own run of them (slice_tiles) and its own D. */
+ * slice takes its own run of them (slice_tiles) and its own D. A template (of
+ * a parameter that changes nothing) so that rung 15, which includes this file,
+ * gets no second definition of it: a template is emitted only where used. */
+template <int = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
@@ -129,8 +135,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return launch_on_packed<1, kBM, kBN>(wgmma_tf32_kernel, kSmemBytes, *g, stream, launched);
+inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
+    return launch_on_packed<1, kBM, kBN>(wgmma_tf32_kernel<>, kSmemBytes, *g, stream, launched);
 }
 
 }  // namespace tf32

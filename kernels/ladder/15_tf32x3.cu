@@ -40,26 +40,27 @@
  * While one consumer adds its main term the other's wgmmas keep the tensor
  * cores busy.
  *
- * Block tile 128 x 128 x 32, three 64 KiB stages, one block per SM; blocks
+ * Tile parameters: 128 x 128 x 32 block tile, three 64 KiB stages, one block per SM; blocks
  * walk the output in groups of kGroupRows block rows (hopper/pipeline.cuh's
  * start_block) so that the blocks resident together share tiles in L2. The
  * configuration tf32x3:128x64 halves the block's columns (two blocks share
  * each packed tile of B): 128 blocks at 1024^3 instead of 64, for the 132 SMs
  * (1.63x torch.matmul there, against 1.16x; benchmarks/NOTES.md).
- * Costs: a workspace of 2 (m + n) k floats (rounded up to whole tiles) for
- * the duration of the call. Next: a 128 x 256 tile needs fewer accumulator
- * sets than three (the main term's temporary could live in shared memory).
+ * Limits: sm_90a only (elsewhere rung 13 runs); a workspace of 2 (m + n) k
+ * floats (rounded up to whole tiles) for the duration of the call.
+ * Next: a 128 x 256 tile needs fewer accumulator sets than three (the main
+ * term's temporary could live in shared memory).
  */
 #ifndef FASTSGEMM_LADDER_15_TF32X3
 #define FASTSGEMM_LADDER_15_TF32X3
 
-#include "hopper/pack.cuh"
-#include "ladder/13_tf32x3_mma.cu"  // the split and its sum (combine); rung 9's cp.async for the direct path
+#include "ladder/14_tf32.cu"  // and through it rung 13's split and its sum (combine), rung 9's cp.async
 
 namespace fsg {
 namespace hopper {
 namespace tf32x3 {
 
+// ---- tile parameters ----
 constexpr int kBM = 128;  // block tile rows: one packed tile of A, hi and lo
 static_assert(kBM == kPackRows, "block tiles are packed tiles");
 constexpr int kStages = 3;
@@ -77,6 +78,7 @@ struct BlockShape {
     static constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 };
 
+// ---- kernel ----
 /* The consumers' side of a stage ring (both producers below fill it): a
  * 64 x BN slice of the block tile per consumer warpgroup, nothing but wgmma
  * and the main term's FADDs, then the epilogue. A stage holds A hi, A lo (128
