@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import fastsgemm  # noqa: E402
+from fastsgemm._registry import uses_tensor_cores  # noqa: E402
 
-TENSOR_CORE_SASS = {"HMMA", "HGMMA"}  # mma.sync and wgmma: the rungs drawn on the second panel
 MARKERS = "osD^v<>ph*XP"
 
 
@@ -38,7 +38,7 @@ def panels():
     for k in fastsgemm.kernels():
         if k.rung is None or k.device != "cuda":
             continue
-        (tensor if TENSOR_CORE_SASS & set(k.sass) else simt).append(k.name)
+        (tensor if uses_tensor_cores(k) else simt).append(k.name)
     return simt, tensor
 
 

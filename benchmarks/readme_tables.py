@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import fastsgemm
+from fastsgemm._registry import uses_tensor_cores
 from fastsgemm.bench import auto_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,9 +128,8 @@ def numerics_table(path=RESULTS.parent / "numerics-h100.json"):
     ks = sorted({r["K"] for r in rows})
     error = {(r["kernel"], r["K"]): r["rel_error"] for r in rows}
     # The SIMT ladder rungs give the same bits (same summation order); cpu may differ in the last place.
-    tensor_core = ("HMMA", "HGMMA")  # mma.sync and wgmma
     ladder = [k.name for k in fastsgemm.kernels()
-              if k.rung is not None and not set(tensor_core) & set(k.sass) and (k.name, ks[0]) in error]
+              if k.rung is not None and not uses_tensor_cores(k) and (k.name, ks[0]) in error]
     others = [k.name for k in fastsgemm.kernels()
               if k.name not in ladder and k.name != "cublas" and k.device == "cuda" and (k.name, ks[0]) in error]
     header = [f"ladder rungs (`{ladder[0]}` and the rest)", "cuBLAS FP32", "ratio", *(f"`{n}`" for n in others)]

@@ -94,6 +94,12 @@ def parse_kernel(kernel) -> Kernel | None:
     return Kernel(index, configs.index(config))
 
 
+def uses_tensor_cores(info: KernelInfo) -> bool:
+    """Whether a rung's idea compiles to tensor-core instructions (HMMA: mma.sync; HGMMA: wgmma), by its SASS
+    claims: the plots and README tables draw these apart from the SIMT ladder."""
+    return bool({"HMMA", "HGMMA"} & set(info.sass))
+
+
 def auto_candidates() -> dict:
     """Every kernel name kernel="auto" may run -> its largest M and N: the FP32-accurate CUDA rungs and their
     configurations."""
