@@ -12,11 +12,12 @@ import sys
 from fastsgemm import _sgemm
 from fastsgemm._registry import parse_kernel
 from fastsgemm._benchmark import random_device_matrix
+from fastsgemm._device_array import matrix_core
 
 name, m, n, k = sys.argv[1], *(int(x) for x in sys.argv[2:5])
 a = random_device_matrix(m, k, 1, 0)
 b = random_device_matrix(k, n, 2, 0)
 out = random_device_matrix(m, n, 3, 0)
 for _ in range(2):
-    _sgemm.gemm(parse_kernel(name), a._core(), b._core(), None, out._core(), 1.0, 0.0, None)
+    _sgemm.gemm(parse_kernel(name), matrix_core(a), matrix_core(b), None, matrix_core(out), 1.0, 0.0, None)
 _sgemm.synchronize(None)

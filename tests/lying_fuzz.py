@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fastsgemm  # noqa: E402
 from fastsgemm import DeviceArray, _sgemm  # noqa: E402
+from fastsgemm._device_array import matrix_core  # noqa: E402
 from lying import DLPackProducer, ForgedTensor, cai  # noqa: E402
 
 FLOATS = 4096  # the allocation every description is about: 16 KiB
@@ -35,7 +36,7 @@ def device_array_over(buffer, count):
 
 
 def fill(buffer, count, values):
-    _sgemm.copy(device_array_over(buffer, count)._core(), values.reshape(1, count), None)
+    _sgemm.copy(matrix_core(device_array_over(buffer, count)), values.reshape(1, count), None)
 
 
 def read(buffer, count):

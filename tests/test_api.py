@@ -112,7 +112,7 @@ no_gpu = pytest.mark.skipif(fastsgemm.cuda_available(), reason="checks the behav
 
 @no_gpu
 def test_without_gpu_auto_falls_back_to_cpu_with_one_warning(rng):
-    fastsgemm._api._auto_warned.clear()
+    fastsgemm._api.AUTO_FALLBACK_WARNED.clear()
     X, Y = random_matrix(rng, 8, 6), random_matrix(rng, 6, 4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -9,6 +9,7 @@ import pytest
 
 import fastsgemm
 from fastsgemm import _sgemm
+from fastsgemm._device_array import record_writer
 from conftest import assert_close, random_matrix, reference, tolerance
 
 FAST_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "naive"]
@@ -160,7 +161,7 @@ def test_producer_stream_that_differs_from_the_working_stream(rng):
         with torch.cuda.stream(producer):
             fastsgemm.sgemm_raw(n, n, n, 1.0, x.ptr, n, x.ptr, n, 0.0, b.ptr, n, kernel="naive",
                                 stream=producer.cuda_stream)
-        b._stream = producer.cuda_stream  # B's last writer, as a DeviceArray records it
+        record_writer(b, producer.cuda_stream)  # B's last writer, as a DeviceArray records it
         a = fastsgemm.to_device(A)  # its last writer: the legacy default stream
         if route == "fast":
             result = fast_call(a, b, kernel="cublas")

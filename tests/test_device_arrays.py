@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fastsgemm
+from fastsgemm._device_array import device_buffer
 from fastsgemm import _sgemm
 from conftest import LAYOUTS, assert_close, in_layout, random_matrix, reference, rung_params, tolerance
 
@@ -323,9 +324,9 @@ def test_device_array_results_come_from_the_pool_and_are_reused_correctly(rng):
     n = 192
     A = (rng.uniform(-1, 1, (n, n)) / np.sqrt(n)).astype(np.float32)  # powers of A stay near 1 in size
     a = fastsgemm.to_device(A)
-    assert not a._buffer.pooled, "to_device allocates with cudaMalloc"
+    assert not device_buffer(a).pooled, "to_device allocates with cudaMalloc"
     first = fastsgemm.sgemm(a, a, kernel="tile2d")
-    assert first._buffer.pooled and not first._buffer.shared
+    assert device_buffer(first).pooled and not device_buffer(first).shared
     expected = [A.astype(np.float64)]
     for _ in range(6):
         expected.append(expected[-1] @ A.astype(np.float64))
@@ -335,7 +336,7 @@ def test_device_array_results_come_from_the_pool_and_are_reused_correctly(rng):
             x = fastsgemm.sgemm(x, a, kernel="naive" if step % 2 else "cublas")  # the previous x is freed here
             del_me = fastsgemm.sgemm(x, x, kernel="tile2d")  # a temporary freed at once, on the same stream
             del del_me
-        assert x._buffer.pooled
+        assert device_buffer(x).pooled
         assert_close(x.numpy(), expected[6], tol=1e-4, what=f"chain of pooled results, trial {trial}")
 
 
@@ -348,18 +349,18 @@ def test_pooled_results_given_away_are_freed_after_a_device_synchronize(rng):
     for give_away in (lambda d: d.__cuda_array_interface__, lambda d: d.__dlpack__(), lambda d: d.ptr,
                       lambda d: d.__dlpack__(copy=True)):
         result = fastsgemm.sgemm(a, a)
-        assert result._buffer.pooled and not result._buffer.shared
+        assert device_buffer(result).pooled and not device_buffer(result).shared
         give_away(result)
-        assert result._buffer.shared
+        assert device_buffer(result).shared
     cupy = pytest.importorskip("cupy")
     pooled = fastsgemm.sgemm(a, a)
     cupy.cuda.runtime.deviceSynchronize()  # `side` below does not wait for the legacy stream that wrote `pooled`
     side = cupy.cuda.Stream(non_blocking=True)
-    on_side = fastsgemm.DeviceArray(pooled._buffer, pooled.shape, stream=side.ptr)  # the same memory, read on `side`
+    on_side = fastsgemm.DeviceArray(device_buffer(pooled), pooled.shape, stream=side.ptr)  # the same memory, read on `side`
     product = fastsgemm.sgemm(on_side, a)
     side.synchronize()
-    assert pooled._buffer.shared, "read on a non-blocking stream, the buffer must wait for the device when freed"
-    assert not product._buffer.pooled, "a result on a non-blocking stream comes from cudaMalloc"
+    assert device_buffer(pooled).shared, "read on a non-blocking stream, the buffer must wait for the device when freed"
+    assert not device_buffer(product).pooled, "a result on a non-blocking stream comes from cudaMalloc"
     assert_close(product.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="on a side stream")
 
 
@@ -372,18 +373,18 @@ def test_pooled_results_read_in_a_capture_are_freed_after_a_device_synchronize(r
     A = random_matrix(rng, 96, 96)
     a = fastsgemm.to_device(A)
     pooled = fastsgemm.sgemm(a, a)
-    assert pooled._buffer.pooled
+    assert device_buffer(pooled).pooled
     cupy.cuda.runtime.deviceSynchronize()
     stream = cupy.cuda.Stream(non_blocking=False)
-    operand = fastsgemm.DeviceArray(pooled._buffer, pooled.shape, stream=stream.ptr)
+    operand = fastsgemm.DeviceArray(device_buffer(pooled), pooled.shape, stream=stream.ptr)
     out = fastsgemm.DeviceArray.empty((96, 96))
     fastsgemm.sgemm(operand, a, out=out, kernel="tile2d")  # warm, outside the capture
     stream.synchronize()
-    assert not pooled._buffer.shared, "a blocking stream outside a capture is ordered with the legacy stream"
+    assert not device_buffer(pooled).shared, "a blocking stream outside a capture is ordered with the legacy stream"
     stream.begin_capture()
     fastsgemm.sgemm(operand, a, out=out, kernel="tile2d")
     graph = stream.end_capture()
-    assert pooled._buffer.shared
+    assert device_buffer(pooled).shared
     graph.launch(stream)
     stream.synchronize()
     assert_close(out.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="captured read")

@@ -88,7 +88,7 @@ def test_a_broken_table_warns_and_auto_runs_cublas(tmp_path):
               "from fastsgemm import _tuning\n"
               "with warnings.catch_warnings(record=True) as caught:\n"
               "    warnings.simplefilter('always')\n"
-              "    print(len(_tuning._devices()), len(caught), caught[0].message if caught else '')\n")
+              "    print(len(_tuning.tuned_devices()), len(caught), caught[0].message if caught else '')\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, FASTSGEMM_TUNING=str(tmp_path / "broken.json")))
     assert done.returncode == 0, done.stderr

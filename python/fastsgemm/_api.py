@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _sgemm
 from . import _tuning
-from ._device_array import DeviceArray
+from ._device_array import DeviceArray, record_writer
 from ._registry import INDEX, REGISTRY, Kernel, parse_kernel
 from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, to_operand,
                         working_stream)
@@ -49,7 +49,8 @@ def device_info(device: int | None = None) -> dict:
     return info
 
 
-_auto_warned = threading.Event()
+# Set once the no-GPU warning of kernel='auto' has been given: it is given once per process (a test clears it).
+AUTO_FALLBACK_WARNED = threading.Event()
 
 
 def resolve_kernel(kernel, on_device: bool) -> Kernel | None:
@@ -61,8 +62,8 @@ def resolve_kernel(kernel, on_device: bool) -> Kernel | None:
             return None
         if on_device:
             raise CudaError(f"device arrays given but no usable CUDA device: {cuda_status()[1]}")
-        if not _auto_warned.is_set():
-            _auto_warned.set()
+        if not AUTO_FALLBACK_WARNED.is_set():
+            AUTO_FALLBACK_WARNED.set()
             warnings.warn(
                 f"fastsgemm: no usable CUDA device ({cuda_status()[1]}); kernel='auto' runs the 'cpu' rung",
                 RuntimeWarning,
@@ -173,7 +174,7 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     _sgemm.gemm(choice, a.core, b.core, c.core if c is not None else None, o.core, alpha, beta, stream)
 
     if isinstance(result, DeviceArray):
-        result._stream = stream
+        record_writer(result, stream)
     if any(op.keep_alive for op in operands):
         # DLPack producers may free their memory once their deleter runs: finish the work first.
         _sgemm.synchronize(stream)

@@ -18,7 +18,7 @@ import numpy as np
 from . import _sgemm
 from ._api import auto_choice, device_info, resolve_kernel
 from ._registry import INDEX, REGISTRY, Kernel
-from ._device_array import DeviceArray
+from ._device_array import DeviceArray, matrix_core
 
 MAX_INPUT_SETS = 8
 
@@ -107,7 +107,7 @@ def _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed):
         c = random_device_matrix(M, N, seed * 1000 + 4 * s + 2, device) if beta != 0.0 else None
         out = random_device_matrix(M, N, seed * 1000 + 4 * s + 3, device)
         arrays.append((a, b, c, out))
-    core = [tuple(x._core() if x is not None else None for x in group) for group in arrays]
+    core = [tuple(matrix_core(x) if x is not None else None for x in group) for group in arrays]
     times = _sgemm.time_gemm(choice, core, alpha, beta, warmup, repeats, None)
 
     error = None
@@ -116,7 +116,8 @@ def _time_device(choice, M, N, K, repeats, warmup, alpha, beta, check, seed):
         mine = DeviceArray.empty((M, N), device=device)
         reference = DeviceArray.empty((M, N), device=device)
         for target, kernel in ((mine, choice), (reference, Kernel(INDEX["cublas"], -1))):
-            _sgemm.gemm(kernel, a._core(), b._core(), c._core() if c is not None else None, target._core(), alpha, beta, None)
+            c_core = matrix_core(c) if c is not None else None
+            _sgemm.gemm(kernel, matrix_core(a), matrix_core(b), c_core, matrix_core(target), alpha, beta, None)
         error = _relative_error(mine.numpy(), reference.numpy())
     return times, sets, error
 

@@ -48,7 +48,7 @@ class DeviceArray:
         if array.ndim != 2:
             raise ValueError(f"expected a 2-D matrix, got shape {array.shape}")
         result = cls.empty(array.shape, device=device)
-        _sgemm.copy(result._core(), np.require(array, requirements="A"), None)
+        _sgemm.copy(matrix_core(result), np.require(array, requirements="A"), None)
         return result
 
     # -- what it is --
@@ -83,15 +83,11 @@ class DeviceArray:
     def __repr__(self):
         return f"fastsgemm.DeviceArray(shape={self._shape}, dtype=float32, device=cuda:{self.device})"
 
-    def _core(self):
-        rows, cols = self._shape
-        return (self._buffer.ptr, rows, cols, cols, 1)
-
     # -- to the host --
     def numpy(self):
         """A host copy, after the last write to this matrix has finished."""
         out = np.empty(self._shape, dtype=np.float32)
-        _sgemm.copy(out, self._core(), self._stream)
+        _sgemm.copy(out, matrix_core(self), self._stream)
         return out
 
     # -- interchange --
@@ -118,7 +114,7 @@ class DeviceArray:
         if copy:
             self._buffer.share()  # read on self._stream, which may be one the free cannot follow
             source, self_or_copy = self, DeviceArray.empty(self._shape, device=self.device)
-            _sgemm.copy(self_or_copy._core(), source._core(), self._stream)
+            _sgemm.copy(matrix_core(self_or_copy), matrix_core(source), self._stream)
             self_or_copy._stream = self._stream
         else:
             self_or_copy = self
@@ -131,6 +127,24 @@ class DeviceArray:
         return _sgemm.dlpack_export(
             self_or_copy, self_or_copy._buffer.ptr, rows, cols, cols, 1, _DL_CUDA, self.device, versioned
         )
+
+
+# What the rest of the package reads from a DeviceArray, named here so that no module reaches into its slots.
+
+def matrix_core(array: DeviceArray) -> tuple:
+    """(pointer, rows, cols, row stride, column stride): the matrix as _sgemm's gemm and copy take it."""
+    rows, cols = array._shape
+    return (array._buffer.ptr, rows, cols, cols, 1)
+
+
+def device_buffer(array: DeviceArray):
+    """The _sgemm.DeviceBuffer that holds the matrix (whether it is pooled, whether it is shared)."""
+    return array._buffer
+
+
+def record_writer(array: DeviceArray, stream) -> None:
+    """Notes `stream` as the last writer of `array`: its consumers wait on that stream before they read."""
+    array._stream = stream
 
 
 def to_device(array, *, device=None) -> DeviceArray:

@@ -50,7 +50,7 @@ def read_table(path: Path) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _devices() -> dict:
+def tuned_devices() -> dict:
     """GPU name -> (compute capability, [(M, N, K, kernel), ...]), entries this build can run only."""
     path = table_path()
     try:
@@ -71,7 +71,7 @@ def _devices() -> dict:
 def _entries_for(device: int) -> tuple:
     """The measured shapes that stand for this device: its own, or a same-compute-capability GPU's."""
     info = _sgemm.device_info(device)
-    devices = _devices()
+    devices = tuned_devices()
     if info["name"] in devices:
         return tuple(devices[info["name"]][1])
     for name in sorted(devices):
