@@ -3,8 +3,9 @@
  *
  * It does what must touch memory or CUDA: validating and holding the
  * operands' memory, running a rung through csrc/operands.c with the GIL
- * released, the DLPack capsule protocol, device buffers, device queries, and
- * turning every CUDA failure into a Python exception. Argument normalisation
+ * released, device buffers, device queries, and turning every CUDA failure
+ * into a Python exception. The DLPack capsule protocol is in csrc/dlpack.c,
+ * the benchmark's timing harness in csrc/timing.c. Argument normalisation
  * and friendly messages for users live in python/fastsgemm/.
  *
  * Private interface: an operand is either an object exporting the buffer
@@ -15,8 +16,6 @@
 
 #include <structmember.h>
 #include <string.h>
-
-#include "dlpack.h"
 
 /* ---- module state (extension.h) ---- */
 
@@ -135,7 +134,7 @@ fail:
     return -1;
 }
 
-static int stream_from_object(PyObject *obj, cudaStream_t *stream) {
+int stream_from_object(PyObject *obj, cudaStream_t *stream) {
     if (obj == Py_None) {
         *stream = cudaStreamPerThread;
         return 0;
@@ -192,10 +191,8 @@ int choose_kernel(long index, long config, kernel_choice *choice) {
     return 0;
 }
 
-/* Reads a kernel as Python passes it: a registry index (the rung's own
- * launcher) or a (registry index, configuration index) pair, where a
- * configuration index of -1 also means the rung's own launcher. */
-static int parse_kernel(PyObject *obj, kernel_choice *choice) {
+/* A configuration index of -1 also means the rung's own launcher. */
+int parse_kernel(PyObject *obj, kernel_choice *choice) {
     long index, config = -1;
     if (PyTuple_Check(obj)) {
         if (!PyArg_ParseTuple(obj, "ll;a kernel is a rung index or (rung index, configuration index)", &index, &config))
@@ -312,111 +309,6 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 exit:
     for (int i = 0; i < parsed; ++i) release_operand(&ops[i]);
     return result;
-}
-
-/* ---- time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) ---- */
-
-/* Times `repeats` runs of one kernel (as gemm takes it) with CUDA events, one pair around each run,
- * all queued back to back so the GPU never waits for the host between them.
- * `sets` is a list of (a, b, c or None, out) device operands, used in turn
- * (rotating inputs keeps small problems from being timed out of L2).
- * Returns the milliseconds of each run. */
-static PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    module_state *st = get_state(module);
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) takes 7 arguments");
-        return NULL;
-    }
-    kernel_choice kernel;
-    if (parse_kernel(args[0], &kernel) < 0) return NULL;
-    const double alpha = PyFloat_AsDouble(args[2]), beta = PyFloat_AsDouble(args[3]);
-    const long warmup = PyLong_AsLong(args[4]), repeats = PyLong_AsLong(args[5]);
-    cudaStream_t stream;
-    if (PyErr_Occurred() || stream_from_object(args[6], &stream) < 0) return NULL;
-    if (kernel.rung->device != FSG_DEVICE_CUDA) {
-        PyErr_SetString(PyExc_ValueError, "time_gemm times CUDA rungs only");
-        return NULL;
-    }
-    if (!PyList_Check(args[1]) || PyList_GET_SIZE(args[1]) < 1 || warmup < 0 || repeats < 1) {
-        PyErr_SetString(PyExc_ValueError, "time_gemm needs a non-empty list of sets, warmup >= 0, repeats >= 1");
-        return NULL;
-    }
-    const Py_ssize_t nsets = PyList_GET_SIZE(args[1]);
-    PyObject *result = NULL;
-    fsg_matrix *mats = PyMem_Calloc((size_t)nsets * 4, sizeof(fsg_matrix));
-    bool *has_c = PyMem_Calloc((size_t)nsets, sizeof(bool));
-    cudaEvent_t *events = PyMem_Calloc((size_t)repeats * 2, sizeof(cudaEvent_t));
-    float *ms = PyMem_Calloc((size_t)repeats, sizeof(float));
-    long created = 0;
-    if (mats == NULL || has_c == NULL || events == NULL || ms == NULL) {
-        PyErr_NoMemory();
-        goto exit;
-    }
-    for (Py_ssize_t i = 0; i < nsets; ++i) {
-        PyObject *set = PyList_GET_ITEM(args[1], i);
-        if (!PyTuple_Check(set) || PyTuple_GET_SIZE(set) != 4) {
-            PyErr_SetString(PyExc_ValueError, "each set is (a, b, c or None, out)");
-            goto exit;
-        }
-        for (int j = 0; j < 4; ++j) {
-            PyObject *item = PyTuple_GET_ITEM(set, j);
-            if (j == 2 && item == Py_None) continue;
-            operand op;
-            if (!PyTuple_Check(item)) {
-                PyErr_SetString(PyExc_ValueError, "time_gemm takes device operands only");
-                goto exit;
-            }
-            if (parse_operand(st, item, "operand", j == 3, &op) < 0) goto exit;
-            mats[i * 4 + j] = op.mat;
-            if (j == 2) has_c[i] = true;
-        }
-    }
-    cudaError_t err = cudaSuccess;
-    Py_BEGIN_ALLOW_THREADS
-    for (; created < 2 * repeats && err == cudaSuccess; ++created) err = cudaEventCreate(&events[created]);
-    if (err != cudaSuccess) created--;  // the failed one was not made
-    for (long r = 0; r < warmup + repeats && err == cudaSuccess; ++r) {
-        const fsg_matrix *m = &mats[(r % nsets) * 4];
-        const long t = r - warmup;
-        if (t >= 0) err = cudaEventRecord(events[2 * t], stream);
-        if (err == cudaSuccess)
-            err = fsg_run_gemm(kernel.rung, kernel.launch, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL, &m[3],
-                               (float)alpha, (float)beta, stream);
-        if (err == cudaSuccess && t >= 0) err = cudaEventRecord(events[2 * t + 1], stream);
-    }
-    if (err == cudaSuccess) err = cudaEventSynchronize(events[2 * repeats - 1]);
-    for (long t = 0; t < repeats && err == cudaSuccess; ++t) err = cudaEventElapsedTime(&ms[t], events[2 * t], events[2 * t + 1]);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
-        raise_cuda_error(st, err, "timing a rung");
-        goto exit;
-    }
-    result = PyList_New(repeats);
-    for (long t = 0; result != NULL && t < repeats; ++t) PyList_SET_ITEM(result, t, PyFloat_FromDouble(ms[t]));
-
-exit:
-    for (long e = 0; e < created; ++e) cudaEventDestroy(events[e]);
-    PyMem_Free(mats);
-    PyMem_Free(has_c);
-    PyMem_Free(events);
-    PyMem_Free(ms);
-    return result;
-}
-
-/* fill_uniform(pointer, count, seed, stream): uniform [-1, 1) floats on the device. */
-static PyObject *fill_uniform(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "fill_uniform(pointer, count, seed, stream) takes 4 arguments");
-        return NULL;
-    }
-    void *ptr = PyLong_AsVoidPtr(args[0]);
-    const long long count = PyLong_AsLongLong(args[1]);
-    const unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[2]);
-    cudaStream_t stream;
-    if (PyErr_Occurred() || stream_from_object(args[3], &stream) < 0) return NULL;
-    cudaError_t err = fsg_fill_uniform_cuda(ptr, count, seed, stream);
-    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "filling with random numbers");
-    Py_RETURN_NONE;
 }
 
 /* ---- copy(dst, src, stream): dst = src between any two views ---- */
@@ -826,216 +718,6 @@ static PyType_Spec DeviceBuffer_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = DeviceBuffer_slots,
 };
-
-/* ---- DLPack: consuming ---- */
-
-static const char kHolderName[] = "fastsgemm.dlpack_holder";
-
-/* The holder keeps an imported tensor alive and calls its producer's deleter
- * exactly once, when the holder goes. Its context says which struct it is. */
-static void holder_destructor(PyObject *holder) {
-    void *managed = PyCapsule_GetPointer(holder, kHolderName);
-    const int versioned = PyCapsule_GetContext(holder) != NULL;
-    if (managed == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    // A producer's deleter may run Python code, which must neither see nor swallow an exception being raised.
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    if (versioned) {
-        DLManagedTensorVersioned *t = managed;
-        if (t->deleter != NULL) t->deleter(t);
-    } else {
-        DLManagedTensor *t = managed;
-        if (t->deleter != NULL) t->deleter(t);
-    }
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(NULL);  // a deleter that failed: reported, not raised
-    PyErr_Restore(type, value, traceback);
-}
-
-/* Whether the fields of an imported tensor can be read as fastsgemm reads
- * them; if not, ValueError naming the field. Runs before anything is read
- * through the tensor's pointers. */
-static int check_dltensor(const DLTensor *t) {
-    enum { kMaxDims = 64 };  // far past any matrix stack; bounds what a corrupt ndim makes us read
-    if (t->ndim < 0 || t->ndim > kMaxDims) {
-        PyErr_Format(PyExc_ValueError, "DLPack tensor: ndim is %d, expected 0 to %d", (int)t->ndim, kMaxDims);
-        return -1;
-    }
-    if (t->ndim > 0 && t->shape == NULL) {
-        PyErr_Format(PyExc_ValueError, "DLPack tensor: shape is NULL for a %d-D tensor", (int)t->ndim);
-        return -1;
-    }
-    int64_t elements = 1;
-    for (int i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "DLPack tensor: shape[%d] is %lld, negative", i, (long long)t->shape[i]);
-            return -1;
-        }
-        if (__builtin_mul_overflow(elements, t->shape[i], &elements)) {
-            PyErr_SetString(PyExc_ValueError, "DLPack tensor: shape has more elements than 64 bits can count");
-            return -1;
-        }
-    }
-    if (t->data == NULL && elements > 0) {
-        PyErr_Format(PyExc_ValueError, "DLPack tensor: data is NULL for a tensor of %lld elements", (long long)elements);
-        return -1;
-    }
-    if (t->byte_offset > (uint64_t)INT64_MAX || (uintptr_t)t->data + (uintptr_t)t->byte_offset < (uintptr_t)t->data) {
-        PyErr_Format(PyExc_ValueError, "DLPack tensor: byte_offset %llu runs past the end of the address space",
-                     (unsigned long long)t->byte_offset);
-        return -1;
-    }
-    return 0;
-}
-
-/* dlpack_import(capsule) -> (holder, pointer, shape, strides, device_type,
- * device_id, (code, bits, lanes), readonly). Strides are in elements. The
- * capsule is renamed "used_..." so its own destructor leaves the tensor to
- * the holder. */
-static PyObject *dlpack_import(PyObject *module, PyObject *capsule) {
-    (void)module;
-    int versioned;
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned"))
-        versioned = 1;
-    else if (PyCapsule_IsValid(capsule, "dltensor"))
-        versioned = 0;
-    else {
-        PyErr_SetString(PyExc_ValueError, "expected an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned')");
-        return NULL;
-    }
-    void *managed = PyCapsule_GetPointer(capsule, versioned ? "dltensor_versioned" : "dltensor");
-    if (managed == NULL) return NULL;
-    DLTensor *t;
-    int readonly = 0;
-    if (versioned) {
-        DLManagedTensorVersioned *v = managed;
-        if (v->version.major != 1) {
-            PyErr_Format(PyExc_BufferError, "DLPack major version %u is not supported (fastsgemm reads 1.x)",
-                         v->version.major);
-            return NULL;
-        }
-        t = &v->dl_tensor;
-        readonly = (v->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-    } else {
-        t = &((DLManagedTensor *)managed)->dl_tensor;
-    }
-
-    // From here the holder owns the tensor: on any failure below, its destructor hands it back to the producer.
-    PyObject *holder = PyCapsule_New(managed, kHolderName, holder_destructor);
-    if (holder == NULL) return NULL;
-    if (PyCapsule_SetContext(holder, versioned ? (void *)1 : NULL) < 0 ||
-        PyCapsule_SetName(capsule, versioned ? "used_dltensor_versioned" : "used_dltensor") < 0) {
-        PyCapsule_SetDestructor(holder, NULL);  // the capsule still owns the tensor
-        Py_DECREF(holder);
-        return NULL;
-    }
-
-    PyObject *shape = NULL, *strides = NULL;
-    if (check_dltensor(t) < 0) goto fail;
-    shape = PyTuple_New(t->ndim);
-    strides = PyTuple_New(t->ndim);
-    if (shape == NULL || strides == NULL) goto fail;
-    int64_t compact = 1;
-    for (int i = t->ndim - 1; i >= 0; --i) {
-        const int64_t stride = t->strides != NULL ? t->strides[i] : compact;
-        // Only a tensor with no elements gets here with extents whose product overflows; its strides name nothing.
-        if (__builtin_mul_overflow(compact, t->shape[i], &compact)) compact = INT64_MAX;
-        PyObject *extent = PyLong_FromLongLong(t->shape[i]), *step = PyLong_FromLongLong(stride);
-        if (extent == NULL || step == NULL) {
-            Py_XDECREF(extent);
-            Py_XDECREF(step);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(shape, i, extent);
-        PyTuple_SET_ITEM(strides, i, step);
-    }
-    const uintptr_t address = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    PyObject *result = Py_BuildValue("(NKNNii(iii)O)", holder, (unsigned long long)address, shape, strides,
-                                     (int)t->device.device_type, (int)t->device.device_id, (int)t->dtype.code,
-                                     (int)t->dtype.bits, (int)t->dtype.lanes, readonly ? Py_True : Py_False);
-    return result;  // on failure Py_BuildValue has released the "N" references
-
-fail:
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
-    Py_DECREF(holder);  // calls the deleter: the capsule was already marked used
-    return NULL;
-}
-
-/* ---- DLPack: producing ---- */
-
-typedef struct exported {
-    union {
-        DLManagedTensor legacy;
-        DLManagedTensorVersioned versioned;
-    } head; /* first, so the deleter's `self` is the whole struct */
-    int64_t shape[2];
-    int64_t strides[2];
-    PyObject *owner; /* keeps the memory alive until the consumer lets go */
-} exported;
-
-static void release_exported(exported *e) {
-    // Consumers may call the deleter from any thread, with or without the GIL.
-    if (Py_IsInitialized()) {
-        PyGILState_STATE gil = PyGILState_Ensure();
-        Py_XDECREF(e->owner);
-        PyGILState_Release(gil);
-    }
-    PyMem_RawFree(e);
-}
-
-static void delete_legacy(DLManagedTensor *self) { release_exported((exported *)self); }
-static void delete_versioned(DLManagedTensorVersioned *self) { release_exported((exported *)self); }
-
-/* A capsule nobody consumed still owns its tensor. */
-static void exported_capsule_destructor(PyObject *capsule) {
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        DLManagedTensorVersioned *t = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-        t->deleter(t);
-    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-        DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
-        t->deleter(t);
-    }
-}
-
-/* dlpack_export(owner, pointer, rows, cols, row_stride, col_stride,
- * device_type, device_id, versioned) -> capsule of a 2-D float32 tensor. */
-static PyObject *dlpack_export(PyObject *module, PyObject *args) {
-    (void)module;
-    PyObject *owner;
-    unsigned long long ptr;
-    long long rows, cols, rs, cs;
-    int device_type, device_id, versioned;
-    if (!PyArg_ParseTuple(args, "OKLLLLiip:dlpack_export", &owner, &ptr, &rows, &cols, &rs, &cs, &device_type,
-                          &device_id, &versioned))
-        return NULL;
-    exported *e = PyMem_RawCalloc(1, sizeof *e);
-    if (e == NULL) return PyErr_NoMemory();
-    e->shape[0] = rows;
-    e->shape[1] = cols;
-    e->strides[0] = rs;
-    e->strides[1] = cs;
-    e->owner = Py_NewRef(owner);
-    DLTensor *t = versioned ? &e->head.versioned.dl_tensor : &e->head.legacy.dl_tensor;
-    *t = (DLTensor){.data = (void *)(uintptr_t)ptr,
-                    .device = {.device_type = device_type, .device_id = device_id},
-                    .ndim = 2,
-                    .dtype = {.code = kDLFloat, .bits = 32, .lanes = 1},
-                    .shape = e->shape,
-                    .strides = e->strides,
-                    .byte_offset = 0};
-    if (versioned) {
-        e->head.versioned.version = (DLPackVersion){.major = 1, .minor = 0};
-        e->head.versioned.deleter = delete_versioned;
-    } else {
-        e->head.legacy.deleter = delete_legacy;
-    }
-    PyObject *capsule = PyCapsule_New(e, versioned ? "dltensor_versioned" : "dltensor", exported_capsule_destructor);
-    if (capsule == NULL) release_exported(e);
-    return capsule;
-}
 
 /* ---- module ---- */
 

@@ -5,7 +5,8 @@
  *
  * csrc/_sgemm.c defines the module and these helpers; csrc/fast_call.c holds
  * the per-call fast path (sgemm on torch, CuPy, DeviceArray and NumPy
- * operands read in C).
+ * operands read in C), csrc/dlpack.c the DLPack capsule protocol and
+ * csrc/timing.c the benchmark's timing harness.
  */
 #ifndef FASTSGEMM_EXTENSION_H
 #define FASTSGEMM_EXTENSION_H
@@ -105,6 +106,15 @@ typedef struct kernel_choice {
  * own launcher). Returns -1 with ValueError set for indices out of range. */
 int choose_kernel(long index, long config, kernel_choice *choice);
 
+/* Reads a kernel as Python passes it: a registry index (the rung's own
+ * launcher) or a (registry index, configuration index) pair. Returns -1 with
+ * an exception set for anything else. */
+int parse_kernel(PyObject *obj, kernel_choice *choice);
+
+/* Reads a stream handle as Python passes it: an integer, or None for the
+ * calling thread's per-thread default stream. */
+int stream_from_object(PyObject *obj, cudaStream_t *stream);
+
 /* Raises the Python exception for a CUDA error met while doing `what`
  * (MemoryError for allocation failures, fastsgemm.CudaError otherwise).
  * Always returns NULL. */
@@ -124,6 +134,15 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
 int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
                                 const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
                                 cudaStream_t stream, cudaError_t *result);
+
+/* ---- the module's functions defined outside csrc/_sgemm.c ---- */
+
+/* csrc/timing.c */
+PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fill_uniform(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* csrc/dlpack.c */
+PyObject *dlpack_import(PyObject *module, PyObject *capsule);
+PyObject *dlpack_export(PyObject *module, PyObject *args);
 
 /* ---- the fast path (csrc/fast_call.c) ---- */
 

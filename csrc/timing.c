@@ -1,0 +1,112 @@
+/*
+ * The benchmark's timing harness (fastsgemm.benchmark and the command line
+ * `python -m fastsgemm.bench`): time_gemm queues timed runs of one kernel
+ * back to back between CUDA events, and fill_uniform makes the random device
+ * operands it times on.
+ */
+#include "extension.h"
+
+/* ---- time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) ---- */
+
+/* Times `repeats` runs of one kernel (as gemm takes it) with CUDA events, one pair around each run,
+ * all queued back to back so the GPU never waits for the host between them.
+ * `sets` is a list of (a, b, c or None, out) device operands, used in turn
+ * (rotating inputs keeps small problems from being timed out of L2).
+ * Returns the milliseconds of each run. */
+PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = get_state(module);
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) takes 7 arguments");
+        return NULL;
+    }
+    kernel_choice kernel;
+    if (parse_kernel(args[0], &kernel) < 0) return NULL;
+    const double alpha = PyFloat_AsDouble(args[2]), beta = PyFloat_AsDouble(args[3]);
+    const long warmup = PyLong_AsLong(args[4]), repeats = PyLong_AsLong(args[5]);
+    cudaStream_t stream;
+    if (PyErr_Occurred() || stream_from_object(args[6], &stream) < 0) return NULL;
+    if (kernel.rung->device != FSG_DEVICE_CUDA) {
+        PyErr_SetString(PyExc_ValueError, "time_gemm times CUDA rungs only");
+        return NULL;
+    }
+    if (!PyList_Check(args[1]) || PyList_GET_SIZE(args[1]) < 1 || warmup < 0 || repeats < 1) {
+        PyErr_SetString(PyExc_ValueError, "time_gemm needs a non-empty list of sets, warmup >= 0, repeats >= 1");
+        return NULL;
+    }
+    const Py_ssize_t nsets = PyList_GET_SIZE(args[1]);
+    PyObject *result = NULL;
+    fsg_matrix *mats = PyMem_Calloc((size_t)nsets * 4, sizeof(fsg_matrix));
+    bool *has_c = PyMem_Calloc((size_t)nsets, sizeof(bool));
+    cudaEvent_t *events = PyMem_Calloc((size_t)repeats * 2, sizeof(cudaEvent_t));
+    float *ms = PyMem_Calloc((size_t)repeats, sizeof(float));
+    long created = 0;
+    if (mats == NULL || has_c == NULL || events == NULL || ms == NULL) {
+        PyErr_NoMemory();
+        goto exit;
+    }
+    for (Py_ssize_t i = 0; i < nsets; ++i) {
+        PyObject *set = PyList_GET_ITEM(args[1], i);
+        if (!PyTuple_Check(set) || PyTuple_GET_SIZE(set) != 4) {
+            PyErr_SetString(PyExc_ValueError, "each set is (a, b, c or None, out)");
+            goto exit;
+        }
+        for (int j = 0; j < 4; ++j) {
+            PyObject *item = PyTuple_GET_ITEM(set, j);
+            if (j == 2 && item == Py_None) continue;
+            operand op;
+            if (!PyTuple_Check(item)) {
+                PyErr_SetString(PyExc_ValueError, "time_gemm takes device operands only");
+                goto exit;
+            }
+            if (parse_operand(st, item, "operand", j == 3, &op) < 0) goto exit;
+            mats[i * 4 + j] = op.mat;
+            if (j == 2) has_c[i] = true;
+        }
+    }
+    cudaError_t err = cudaSuccess;
+    Py_BEGIN_ALLOW_THREADS
+    for (; created < 2 * repeats && err == cudaSuccess; ++created) err = cudaEventCreate(&events[created]);
+    if (err != cudaSuccess) created--;  // the failed one was not made
+    for (long r = 0; r < warmup + repeats && err == cudaSuccess; ++r) {
+        const fsg_matrix *m = &mats[(r % nsets) * 4];
+        const long t = r - warmup;
+        if (t >= 0) err = cudaEventRecord(events[2 * t], stream);
+        if (err == cudaSuccess)
+            err = fsg_run_gemm(kernel.rung, kernel.launch, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL, &m[3],
+                               (float)alpha, (float)beta, stream);
+        if (err == cudaSuccess && t >= 0) err = cudaEventRecord(events[2 * t + 1], stream);
+    }
+    if (err == cudaSuccess) err = cudaEventSynchronize(events[2 * repeats - 1]);
+    for (long t = 0; t < repeats && err == cudaSuccess; ++t) err = cudaEventElapsedTime(&ms[t], events[2 * t], events[2 * t + 1]);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        raise_cuda_error(st, err, "timing a rung");
+        goto exit;
+    }
+    result = PyList_New(repeats);
+    for (long t = 0; result != NULL && t < repeats; ++t) PyList_SET_ITEM(result, t, PyFloat_FromDouble(ms[t]));
+
+exit:
+    for (long e = 0; e < created; ++e) cudaEventDestroy(events[e]);
+    PyMem_Free(mats);
+    PyMem_Free(has_c);
+    PyMem_Free(events);
+    PyMem_Free(ms);
+    return result;
+}
+
+/* fill_uniform(pointer, count, seed, stream): uniform [-1, 1) floats on the device. */
+PyObject *fill_uniform(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fill_uniform(pointer, count, seed, stream) takes 4 arguments");
+        return NULL;
+    }
+    void *ptr = PyLong_AsVoidPtr(args[0]);
+    const long long count = PyLong_AsLongLong(args[1]);
+    const unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[2]);
+    cudaStream_t stream;
+    if (PyErr_Occurred() || stream_from_object(args[3], &stream) < 0) return NULL;
+    cudaError_t err = fsg_fill_uniform_cuda(ptr, count, seed, stream);
+    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "filling with random numbers");
+    Py_RETURN_NONE;
+}
