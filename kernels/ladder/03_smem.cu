@@ -23,7 +23,15 @@
 #include "common.cuh"
 
 namespace fsg {
+namespace smem {
 
+// ---- tile parameters ----
+constexpr int kTile = 32;
+constexpr int kThreads = kTile * kTile;
+
+}  // namespace smem
+
+// ---- kernel ----
 /* Cooperative copy of the ROWS x COLS block at (row0, col0) of a rows x cols
  * matrix (stored as TRANS says) into shared memory, through store(r, c, v).
  * Elements past the matrix's edges are stored as 0, so the product loop needs
@@ -48,11 +56,6 @@ __device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, 
 
 namespace smem {
 
-// ---- tile parameters ----
-constexpr int kTile = 32;
-constexpr int kThreads = kTile * kTile;
-
-// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)

@@ -25,7 +25,15 @@
 #include "ladder/03_smem.cu"  // load_tile
 
 namespace fsg {
+namespace grouped {
 
+// ---- tile parameters ----
+constexpr int kTile = 32;
+constexpr int kThreads = kTile * kTile;
+
+}  // namespace grouped
+
+// ---- kernel ----
 /* The output tile a block computes, when blocks do not take the tiles in
  * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
  * of `group` tile rows, column by column inside a group (the last group may
@@ -51,11 +59,6 @@ __device__ __forceinline__ TileCoord grouped_block_tile() {
 
 namespace grouped {
 
-// ---- tile parameters ----
-constexpr int kTile = 32;
-constexpr int kThreads = kTile * kTile;
-
-// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS>
 __global__ void __launch_bounds__(kThreads) grouped_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)

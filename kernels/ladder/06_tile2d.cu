@@ -31,7 +31,24 @@
 #include "ladder/05_tile1d.cu"
 
 namespace fsg {
+namespace tile2d {
 
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
+
+// Two blocks per SM: left to itself the compiler takes 174 registers, which
+// fits one 256-thread block per SM (8 warps: too few to hide latency). Capped
+// at 128 it needs no spills and two blocks fit (measured: see benchmarks/NOTES.md).
+// The 64-bit-index instantiations, used only for offsets past 2^31, need more
+// registers for addresses than 128: one block per SM rather than spill.
+template <typename Index>
+constexpr int kMinBlocksPerSM = sizeof(Index) == 4 ? 2 : 1;
+
+}  // namespace tile2d
+
+// ---- kernel ----
 /* load_tile for the tiles a block reads one after another along k: the A
  * tiles (row0 .. +ROWS, k0 .. +COLS) slide right, the B tiles (k0 .. +ROWS,
  * col0 .. +COLS) slide down (SLIDES_DOWN). The elements each thread copies,
@@ -97,20 +114,6 @@ class SlidingTile {
 
 namespace tile2d {
 
-// ---- tile parameters ----
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
-
-// Two blocks per SM: left to itself the compiler takes 174 registers, which
-// fits one 256-thread block per SM (8 warps: too few to hide latency). Capped
-// at 128 it needs no spills and two blocks fit (measured: see benchmarks/NOTES.md).
-// The 64-bit-index instantiations, used only for offsets past 2^31, need more
-// registers for addresses than 128: one block per SM rather than spill.
-template <typename Index>
-constexpr int kMinBlocksPerSM = sizeof(Index) == 4 ? 2 : 1;
-
-// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS, bool WALKED>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) tile2d_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)

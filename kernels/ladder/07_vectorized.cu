@@ -32,7 +32,17 @@
 #include "ladder/06_tile2d.cu"
 
 namespace fsg {
+namespace vectorized {
 
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
+static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
+
+}  // namespace vectorized
+
+// ---- kernel ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -173,13 +183,6 @@ __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x,
 
 namespace vectorized {
 
-// ---- tile parameters ----
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
-static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
-
-// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)

@@ -34,7 +34,18 @@
 #include "ladder/08_bankfree.cu"
 
 namespace fsg {
+namespace doublebuffer {
 
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 8
+static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
+static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
+
+}  // namespace doublebuffer
+
+// ---- kernel ----
 /* cp.async (sm_80+): 16 bytes from global to shared memory without passing
  * through registers; only the first src_bytes are read, the rest of the 16 are
  * zero-filled. Both addresses must be 16-byte aligned. */
@@ -136,14 +147,6 @@ struct TwoStageTiles {
 
 namespace doublebuffer {
 
-// ---- tile parameters ----
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 8
-static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
-static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
-
-// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads) doublebuffer_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)

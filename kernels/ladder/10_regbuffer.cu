@@ -43,7 +43,22 @@
 #include "ladder/09_doublebuffer.cu"
 
 namespace fsg {
+namespace regbuffer {
 
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
+constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
+constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
+constexpr int kPad = 4;
+constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
+// The 64-bit-index instantiations, used only for offsets past 2^31, need more
+// registers for addresses: they keep one fragment buffer rather than spill.
+template <typename Index>
+constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
+
+}  // namespace regbuffer
+
+// ---- kernel ----
 /* The main loop of this rung and rung 11, with its shared memory double-buffered
  * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
  * runs on the other; one barrier per tile) and its fragments in one or two
@@ -94,21 +109,8 @@ __device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFrag
     }
 }
 
-
 namespace regbuffer {
 
-// ---- tile parameters ----
-constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
-constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
-constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
-constexpr int kPad = 4;
-constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
-// The 64-bit-index instantiations, used only for offsets past 2^31, need more
-// registers for addresses: they keep one fragment buffer rather than spill.
-template <typename Index>
-constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
-
-// ---- kernel ----
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)

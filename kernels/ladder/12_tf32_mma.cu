@@ -53,25 +53,9 @@
 #include "ladder/11_warptile.cu"
 
 namespace fsg {
+
+// ---- tile parameters ----
 namespace tensorcore {
-
-/* x rounded to TF32 (10 explicit mantissa bits, FP32's exponent), to nearest
- * with ties away from zero; the low 13 bits of the result are zero. */
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-
-/* d = A * B + c on one 16 x 8 x 8 tile (fragments as above). */
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                                         const float (&c)[4]) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-          "f"(c[3]));
-}
 
 /* A ROWS x COLS tile in shared memory, stored as its matrix is in global
  * memory (row-major, or column-major when TRANS), rows padded as the header
@@ -106,6 +90,33 @@ struct MmaTiling {
                sizeof(float);
     }
 };
+
+}  // namespace tensorcore
+
+namespace tf32_mma {
+using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 2, 3, 1>;
+}  // namespace tf32_mma
+
+// ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel), then this rung's math for it ----
+namespace tensorcore {
+
+/* x rounded to TF32 (10 explicit mantissa bits, FP32's exponent), to nearest
+ * with ties away from zero; the low 13 bits of the result are zero. */
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* d = A * B + c on one 16 x 8 x 8 tile (fragments as above). */
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                         const float (&c)[4]) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+}
 
 /* g with its A and B pointers hidden from the optimizer, though still known
  * to point to global memory. Seeing this_slice's advance (k0 * ld for a
@@ -227,10 +238,6 @@ namespace tf32_mma {
 
 using tensorcore::to_tf32;
 
-// ---- tile parameters ----
-using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 2, 3, 1>;
-
-// ---- kernel: tensorcore::mma_sgemm_kernel with this math ----
 /* One product per k-step: round both operands, accumulate in the tensor core. */
 template <typename Cfg>
 struct RoundOnce {

@@ -43,6 +43,14 @@
 #include "ladder/12_tf32_mma.cu"
 
 namespace fsg {
+namespace tf32x3_mma {
+
+// ---- tile parameters ----
+using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
+
+}  // namespace tf32x3_mma
+
+// ---- kernel: rung 12's tensorcore::mma_sgemm_kernel with this math ----
 namespace tensorcore {
 
 /* x = hi + lo with both parts TF32 (the header explains the split). */
@@ -61,10 +69,6 @@ __device__ __forceinline__ float combine(float main, float corrections) {
 
 namespace tf32x3_mma {
 
-// ---- tile parameters ----
-using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
-
-// ---- kernel: rung 12's tensorcore::mma_sgemm_kernel with this math ----
 template <typename Cfg>
 struct SplitThree {
     static constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
