@@ -4,6 +4,7 @@
     A = np.random.rand(1024, 512).astype(np.float32)
     B = np.random.rand(512, 256).astype(np.float32)
     C = fastsgemm.sgemm(A, B, kernel="naive")      # NumPy in, NumPy out
+    D = fastsgemm.matmul(stack_of_As, B)            # numpy.matmul's semantics: stacks, broadcasting, 1-D
 
 fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names; kernel="auto" (the default) runs
 the FP32-accurate kernel measured fastest for the shape on this GPU (fastsgemm.auto_kernel).
@@ -15,6 +16,7 @@ import atexit as _atexit
 from . import _sgemm
 from ._benchmark import benchmark
 from ._device_array import DeviceArray, to_device
+from ._matmul import matmul
 
 __version__ = "0.1.0"
 
@@ -32,6 +34,7 @@ __all__ = [
     "cuda_available",
     "device_info",
     "kernels",
+    "matmul",
     "sgemm",
     "sgemm_raw",
     "to_device",

@@ -37,6 +37,9 @@ class Operand:
     framework: str  # "numpy", "torch", "cupy", "fastsgemm", ... (root module of its type)
     producer_stream: int | None = None  # stream to wait on before reading (CAI 'stream')
     keep_alive: list = field(default_factory=list)  # DLPack holders, released after the work is done
+    # Device operands of any rank (read with matrix=False): the address and the strides in elements.
+    ptr: int | None = None
+    strides: tuple | None = None
 
 
 def framework_of(obj) -> str:
@@ -61,7 +64,7 @@ def _check_2d(name, shape):
         raise ValueError(f"{name} must be a 2-D matrix, got {len(shape)}-D with shape {tuple(shape)}")
 
 
-def _host_operand(name, array, source, writable) -> Operand:
+def _host_operand(name, array, source, writable, matrix=True) -> Operand:
     if isinstance(array, np.ma.MaskedArray):
         raise ValueError(
             f"{name} is a masked array; masks are not supported (a product would drop it): pass {name}.filled(0) "
@@ -69,7 +72,8 @@ def _host_operand(name, array, source, writable) -> Operand:
         )
     if array.dtype != np.float32:
         raise _dtype_error(name, source, array.dtype)
-    _check_2d(name, array.shape)
+    if matrix:
+        _check_2d(name, array.shape)
     if writable and not array.flags.writeable:
         raise ValueError(f"{name} is read-only")
     if not array.flags.aligned:
@@ -155,7 +159,24 @@ def _read_cai(name, obj) -> dict:
             "mask": cai.get("mask"), "stream": stream}
 
 
-def _cai_operand(name, obj, writable) -> Operand:
+def _c_contiguous_strides(shape) -> tuple:
+    """Strides in elements of a C-contiguous array of this shape."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _device_operand(name, obj, shape, strides, ptr, matrix) -> Operand:
+    """A device Operand from an interface's shape, strides (elements) and address; 2-D unless matrix is False."""
+    if matrix:
+        _check_2d(name, shape)
+    core = (ptr, shape[0], shape[1], strides[0], strides[1]) if len(shape) == 2 else None
+    return Operand(name, CUDA, tuple(shape), core, obj, framework_of(obj), ptr=ptr, strides=tuple(strides))
+
+
+def _cai_operand(name, obj, writable, matrix=True) -> Operand:
     cai = _read_cai(name, obj)
     shape, typestr = cai["shape"], cai["typestr"]
     try:
@@ -164,7 +185,8 @@ def _cai_operand(name, obj, writable) -> Operand:
         raise TypeError(f"{name}: __cuda_array_interface__['typestr'] {typestr!r} is not a type string") from None
     if dtype != np.float32 or typestr[0] == ">":
         raise _dtype_error(name, obj, f"{dtype} (typestr '{typestr}')")
-    _check_2d(name, shape)
+    if matrix:
+        _check_2d(name, shape)
     if cai["mask"] is not None:
         raise ValueError(f"{name} has a mask; masked arrays are not supported")
     ptr, readonly = cai["data"]
@@ -172,21 +194,20 @@ def _cai_operand(name, obj, writable) -> Operand:
         raise ValueError(f"{name} is read-only")
     strides = cai["strides"]
     if strides is None:  # C-contiguous
-        strides = (shape[1] * 4, 4)
+        strides = tuple(4 * s for s in _c_contiguous_strides(shape))
     if any(s % 4 for s in strides):
         raise ValueError(f"{name} has strides {tuple(strides)} bytes, not whole float32 elements")
     # Whether shape and strides stay inside the memory behind ptr is checked in C, against the driver's record
     # of the allocation (csrc/allocation.c).
-    core = (ptr, shape[0], shape[1], strides[0] // 4, strides[1] // 4)
-    op = Operand(name, CUDA, shape, core, obj, framework_of(obj))
+    op = _device_operand(name, obj, shape, [s // 4 for s in strides], ptr, matrix)
     op.producer_stream = cai["stream"]
     return op
 
 
-def _dlpack_operand(name, obj, writable, consumer_stream) -> Operand:
+def _dlpack_operand(name, obj, writable, consumer_stream, matrix=True) -> Operand:
     device_type, device_id = obj.__dlpack_device__()
     if device_type == _DL_CPU:
-        return _host_operand(name, np.from_dlpack(obj), obj, writable)
+        return _host_operand(name, np.from_dlpack(obj), obj, writable, matrix)
     if device_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
         raise TypeError(f"{name} lives on DLPack device type {device_type}; fastsgemm takes host or CUDA memory")
     # DLPack forbids stream 0 for CUDA; 1 is the legacy default stream, which 0 stands for in the runtime API.
@@ -206,11 +227,11 @@ def _dlpack_operand(name, obj, writable, consumer_stream) -> Operand:
     holder, ptr, shape, strides, _, _, dtype, readonly = _sgemm.dlpack_import(capsule)
     if dtype != (_DL_FLOAT, 32, 1):
         raise _dtype_error(name, obj, f"DLPack (code, bits, lanes) = {dtype}")
-    _check_2d(name, shape)
+    if matrix:
+        _check_2d(name, shape)
     if writable and readonly:
         raise ValueError(f"{name} is read-only")
-    core = (ptr, shape[0], shape[1], strides[0], strides[1])
-    op = Operand(name, CUDA, tuple(shape), core, obj, framework_of(obj))
+    op = _device_operand(name, obj, shape, strides, ptr, matrix)
     op.keep_alive.append(holder)
     return op
 
@@ -250,14 +271,15 @@ def is_device_array(obj) -> bool:
     return False
 
 
-def to_operand(name, obj, *, writable=False, consumer_stream=None) -> Operand:
-    """Reads one argument; raises TypeError or ValueError with a message fit for users."""
+def to_operand(name, obj, *, writable=False, consumer_stream=None, matrix=True) -> Operand:
+    """Reads one argument; raises TypeError or ValueError with a message fit for users. matrix=False takes any
+    rank (fastsgemm.matmul) and gives device operands' address and strides instead of a 2-D core."""
     if isinstance(obj, np.ndarray):
-        return _host_operand(name, obj, obj, writable)
+        return _host_operand(name, obj, obj, writable, matrix)
     if _claims_cai(obj):
-        return _cai_operand(name, obj, writable)
+        return _cai_operand(name, obj, writable, matrix)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _dlpack_operand(name, obj, writable, consumer_stream)
+        return _dlpack_operand(name, obj, writable, consumer_stream, matrix)
     try:
         memoryview(obj)
     except TypeError:
@@ -265,7 +287,7 @@ def to_operand(name, obj, *, writable=False, consumer_stream=None) -> Operand:
             f"{name} must be a float32 matrix (a NumPy array, a buffer, or a CUDA array such as a CuPy array or a "
             f"PyTorch CUDA tensor); got {describe(obj)}"
         ) from None
-    return _host_operand(name, np.asarray(obj), obj, writable)
+    return _host_operand(name, np.asarray(obj), obj, writable, matrix)
 
 
 def working_stream(op: Operand) -> int:
