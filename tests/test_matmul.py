@@ -14,8 +14,9 @@ def check(result, a, b, tol, what):
     expected = np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
     got = np.asarray(result, np.float64)
     assert got.shape == expected.shape, f"{what}: shape {got.shape}, numpy.matmul gives {expected.shape}"
-    as_matrix = (1, -1) if expected.ndim < 2 else (-1, expected.shape[-1])  # assert_close reports (row, column)
-    assert_close(got.reshape(as_matrix), expected.reshape(as_matrix), tol, what)
+    if expected.size:
+        as_matrix = (1, -1) if expected.ndim < 2 else (-1, expected.shape[-1])  # assert_close reports (row, col)
+        assert_close(got.reshape(as_matrix), expected.reshape(as_matrix), tol, what)
 
 
 # ---- shapes, as numpy.matmul has them (host arrays, the cpu rung: runs without a GPU) ----
@@ -24,8 +25,8 @@ def check(result, a, b, tol, what):
 def matmul_case(draw):
     """Two operands of ranks 1-4 whose stacks broadcast, each maybe transposed in its last two dimensions or
     taken every other element along a stack dimension (strides no copy would make)."""
-    m, k, n = (draw(st.integers(1, 9)) for _ in range(3))
-    stack = draw(st.lists(st.integers(1, 4), max_size=2))
+    m, k, n = (draw(st.integers(0, 9)) for _ in range(3))  # 0: empty results, and zeros for k = 0
+    stack = draw(st.lists(st.integers(0, 4), max_size=2))
     rank_a, rank_b = draw(st.integers(1, 2 + len(stack))), draw(st.integers(1, 2 + len(stack)))
 
     def operand(rank, core):
@@ -65,6 +66,21 @@ def test_one_dimensional_operands_give_numpys_shapes():
     M = np.ones((2, 4, 3), np.float32)
     assert fastsgemm.matmul(M, v, kernel="cpu").shape == (2, 4)
     assert fastsgemm.matmul(v, np.ones((2, 3, 5), np.float32), kernel="cpu").shape == (2, 5)
+
+
+def test_an_out_over_the_operands_gets_the_product_of_the_operands_as_they_were(rng):
+    base = rng.standard_normal((4, 3, 3), dtype=np.float32)
+    b = rng.standard_normal((3, 3), dtype=np.float32)
+    expected = np.matmul(base[:3].astype(np.float64), b)  # before out overwrites the stack it reads
+    fastsgemm.matmul(base[:3], b, out=base[1:], kernel="cpu")  # product 0's result lands on product 1's A
+    assert_close(base[1:].reshape(-1, 3), expected.reshape(-1, 3), tolerance("cpu"), "out over A")
+
+
+def test_an_out_that_is_not_an_ndarray_is_returned_itself():
+    out = memoryview(bytearray(16)).cast("B").cast("f", shape=[2, 2])
+    eye = np.eye(2, dtype=np.float32)
+    assert fastsgemm.matmul(eye, 2 * eye, out=out, kernel="cpu") is out
+    np.testing.assert_array_equal(np.asarray(out), 2 * eye)
 
 
 def test_out_receives_the_result_and_is_returned():
@@ -145,6 +161,37 @@ def test_long_k_stacks_and_stacks_of_70000_products(kernel, rng):
     b = rng.standard_normal((3, 2), dtype=np.float32)
     check(fastsgemm.matmul(to_torch(a), to_torch(b), kernel=kernel).cpu().numpy(), a, b, tolerance(kernel),
           f"{kernel} 70000 products")
+
+
+@pytest.mark.gpu
+def test_stacks_that_fold_into_one_product_and_one_dimensional_operands(rng):
+    torch = pytest.importorskip("torch")
+    s, m, k, n = 5, 7, 12, 9
+    # A shared, B's and out's matrices side by side in one k x (s * n) and m x (s * n): one wide product.
+    a = torch.randn(m, k, device="cuda")
+    b = torch.randn(k, s * n, device="cuda").reshape(k, s, n).permute(1, 0, 2)
+    out = torch.full((m, s * n), float("nan"), device="cuda").reshape(m, s, n).permute(1, 0, 2)
+    assert fastsgemm.matmul(a, b, out=out) is out
+    check(out.cpu().numpy(), a.cpu().numpy(), b.cpu().numpy(), tolerance("auto"), "A shared, wide fold")
+    # B shared, a C-contiguous stack of A: one tall product.
+    a3 = torch.randn(s, m, k, device="cuda")
+    check(fastsgemm.matmul(a3, b[0]).cpu().numpy(), a3.cpu().numpy(), b[0].cpu().numpy(), tolerance("auto"),
+          "B shared, tall fold")
+    v, w = torch.randn(k, device="cuda"), torch.randn(k, device="cuda")
+    check(fastsgemm.matmul(v, b).cpu().numpy(), v.cpu().numpy(), b.cpu().numpy(), tolerance("auto"), "1-D A")
+    product = fastsgemm.matmul(v, w)
+    assert product.shape == () and isinstance(product, torch.Tensor)
+    check(product.cpu().numpy(), v.cpu().numpy(), w.cpu().numpy(), tolerance("auto"), "1-D @ 1-D")
+
+
+@pytest.mark.gpu
+def test_a_device_out_over_the_operands_gets_the_product_of_the_operands_as_they_were(rng):
+    torch = pytest.importorskip("torch")
+    base = torch.randn(4, 6, 6, device="cuda")
+    b = torch.randn(4, 6, 6, device="cuda")[:3]  # a stack of B: products run one by one
+    expected = np.matmul(base[:3].cpu().double().numpy(), b.cpu().double().numpy())
+    fastsgemm.matmul(base[:3], b, out=base[1:])
+    assert_close(base[1:].cpu().numpy().reshape(-1, 6), expected.reshape(-1, 6), tolerance("auto"), "out over A")
 
 
 @pytest.mark.gpu

@@ -15,8 +15,8 @@ import numpy as np
 
 from . import _sgemm
 from ._api import CudaError, auto_choice, resolve_kernel, sgemm
-from ._device_array import DeviceArray, record_writer
-from ._operands import CUDA, HOST, describe, is_device_array, to_operand, working_stream
+from ._device_array import DeviceArray, device_buffer, matrix_core, record_writer
+from ._operands import CUDA, HOST, Operand, describe, is_device_array, to_operand, working_stream
 
 
 def _result_shape(a_shape, b_shape):
@@ -92,7 +92,13 @@ def matmul(a, b, *, out=None, kernel="auto"):
         raise ValueError(f"matmul: out has shape {tuple(o.shape)}; A {tuple(x.shape)} @ B {tuple(y.shape)} "
                          f"needs {shape}")
     if x.side == HOST:
-        return _host_matmul(x.core, y.core, o.core if o is not None else None, batch, shape, kernel)
+        target = o.core if o is not None else None
+        if target is not None and (np.may_share_memory(target, x.core) or np.may_share_memory(target, y.core)):
+            # Products run one by one: an out over A or B would feed a later product a result. Compute aside.
+            target[...] = _host_matmul(x.core, y.core, None, batch, shape, kernel)
+        else:
+            computed = _host_matmul(x.core, y.core, target, batch, shape, kernel)
+        return out if out is not None else computed
     return _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream)
 
 
@@ -160,11 +166,46 @@ def _run_stack(choice, firsts, strides, m, k, n, count, steps, stream):
         _sgemm.gemm(choice, a, b, None, out, 1.0, 0.0, stream)
 
 
+def _byte_span(op):
+    """[first, last) byte addresses a device operand names; an empty one names none."""
+    if not math.prod(op.shape):
+        return (0, 0)
+    low = sum(min(0, (e - 1) * s) for e, s in zip(op.shape, op.strides))
+    high = sum(max(0, (e - 1) * s) for e, s in zip(op.shape, op.strides))
+    return (op.ptr + 4 * low, op.ptr + 4 * (high + 1))
+
+
+def _overlaps(op, other):
+    (lo1, hi1), (lo2, hi2) = _byte_span(op), _byte_span(other)
+    return lo1 < hi2 and lo2 < hi1
+
+
 def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
     result = None
     if o is None:
         result = _empty_result(x, shape)
         o = to_operand("out", result, writable=True, matrix=False, consumer_stream=stream)
+    elif _overlaps(o, x) or _overlaps(o, y):
+        # Products run one by one: an out over A or B would feed a later product a result. Compute into a
+        # temporary, then copy it over out, matrix by matrix, in stream order after the products.
+        scratch = DeviceArray.empty((max(math.prod(shape[:-1]), 1), shape[-1] if shape else 1),
+                                    device=_sgemm.pointer_device(x.ptr))
+        device_buffer(scratch).share()  # read on `stream`: freed only after the device has synchronized
+        ptr = matrix_core(scratch)[0]
+        strides = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            strides[d] = strides[d + 1] * shape[d + 1]
+        temporary = Operand("out", CUDA, shape, None, scratch, "fastsgemm", ptr=ptr, strides=tuple(strides))
+        _device_matmul(x, y, temporary, batch, m, k, n, shape, choice, stream)
+        axes = sorted(([-2] if len(x.shape) == 1 else []) + ([-1] if len(y.shape) == 1 else []))
+        (t_shape, t_strides), (o_shape, o_strides) = _matrix_view(temporary, axes), _matrix_view(o, axes)
+        if o.producer_stream is not None:
+            _sgemm.stream_wait(stream, o.producer_stream)
+        for index in np.ndindex(*t_shape[:-2]):
+            views = [(op.ptr + 4 * sum(i * s for i, s in zip(index, st[:-2])), m, n, st[-2], st[-1])
+                     for op, st in ((o, o_strides), (temporary, t_strides))]
+            _sgemm.copy(views[0], views[1], stream)
+        return _finish(o.source, o, stream)
     a_shape, a_strides = _matrix_view(x, [-2] if len(x.shape) == 1 else [])
     b_shape, b_strides = _matrix_view(y, [-1] if len(y.shape) == 1 else [])
     out_axes = ([-2] if len(x.shape) == 1 else []) + ([-1] if len(y.shape) == 1 else [])
@@ -174,7 +215,7 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
         steps = [_batch_steps(a_shape[:-2], a_strides[:-2], batch), _batch_steps(b_shape[:-2], b_strides[:-2], batch),
                  _batch_steps(o_shape[:-2], o_strides[:-2], batch)]
         outer, outer_steps, inner, inner_steps = _runs(batch, steps)
-        for op in (x, y):
+        for op in (x, y, o):
             if op.producer_stream is not None:
                 _sgemm.stream_wait(stream, op.producer_stream)
         strides = (a_strides[-2:], b_strides[-2:], o_strides[-2:])
@@ -182,11 +223,19 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
             firsts = [ptr + 4 * sum(i * s for i, s in zip(index, offsets))
                       for ptr, offsets in zip((x.ptr, y.ptr, o.ptr), outer_steps)]
             _run_stack(choice, firsts, strides, m, k, n, inner, inner_steps, stream)
-    if isinstance(result if result is not None else o.source, DeviceArray):
-        record_writer(result if result is not None else o.source, stream)
-    if x.keep_alive or y.keep_alive or o.keep_alive:
+    if x.keep_alive or y.keep_alive:
         _sgemm.synchronize(stream)  # DLPack producers may free their memory once their deleter runs
-    return result if result is not None else o.source
+    return _finish(result if result is not None else o.source, o, stream)
+
+
+def _finish(result, o, stream):
+    """The result, its last writer recorded (a DeviceArray), the work finished first where a DLPack producer
+    may free out's memory once it is let go."""
+    if isinstance(result, DeviceArray):
+        record_writer(result, stream)
+    if o.keep_alive:
+        _sgemm.synchronize(stream)
+    return result
 
 
 __all__ = ["matmul", "CudaError"]
