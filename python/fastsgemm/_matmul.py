@@ -16,7 +16,8 @@ import numpy as np
 from . import _sgemm
 from ._api import CudaError, auto_choice, resolve_kernel, sgemm
 from ._device_array import DeviceArray, device_buffer, matrix_core, record_writer
-from ._operands import CUDA, HOST, Operand, describe, is_device_array, to_operand, working_stream
+from ._operands import (CUDA, HOST, Operand, c_contiguous_strides, describe, empty_like_framework, is_device_array,
+                        to_operand, working_stream)
 
 
 def _result_shape(a_shape, b_shape):
@@ -128,24 +129,6 @@ def _matrix_view(op, promote_axis):
     return tuple(shape), tuple(strides)
 
 
-def _empty_result(template, shape):
-    source = template.source
-    if template.framework == "torch":
-        import torch
-
-        return torch.empty(shape, dtype=torch.float32, device=source.device)
-    if template.framework == "cupy":
-        import cupy
-
-        with source.device:
-            return cupy.empty(shape, dtype=cupy.float32)
-    if len(shape) == 2:
-        device = _sgemm.pointer_device(template.ptr) if template.ptr and math.prod(template.shape) else None
-        return DeviceArray.empty(shape, device=device)
-    raise TypeError(f"matmul: a {len(shape)}-D result of {describe(source)} operands has no array type to come "
-                    f"back as (fastsgemm.DeviceArray holds matrices); pass out=, or torch or CuPy arrays")
-
-
 def _run_stack(choice, firsts, strides, m, k, n, count, steps, stream):
     """`count` products on the device: product p's A, B and out are the m x k, k x n and m x n matrices with the
     given (row, column) strides, steps[i] * p elements after the addresses in `firsts`."""
@@ -183,7 +166,7 @@ def _overlaps(op, other):
 def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
     result = None
     if o is None:
-        result = _empty_result(x, shape)
+        result = empty_like_framework(x, shape)
         o = to_operand("out", result, writable=True, matrix=False, consumer_stream=stream)
     elif _overlaps(o, x) or _overlaps(o, y):
         # Products run one by one: an out over A or B would feed a later product a result. Compute into a
@@ -192,10 +175,8 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
                                     device=_sgemm.pointer_device(x.ptr))
         device_buffer(scratch).share()  # read on `stream`: freed only after the device has synchronized
         ptr = matrix_core(scratch)[0]
-        strides = [1] * len(shape)
-        for d in range(len(shape) - 2, -1, -1):
-            strides[d] = strides[d + 1] * shape[d + 1]
-        temporary = Operand("out", CUDA, shape, None, scratch, "fastsgemm", ptr=ptr, strides=tuple(strides))
+        temporary = Operand("out", CUDA, shape, None, scratch, "fastsgemm", ptr=ptr,
+                            strides=c_contiguous_strides(shape))
         _device_matmul(x, y, temporary, batch, m, k, n, shape, choice, stream)
         axes = sorted(([-2] if len(x.shape) == 1 else []) + ([-1] if len(y.shape) == 1 else []))
         (t_shape, t_strides), (o_shape, o_strides) = _matrix_view(temporary, axes), _matrix_view(o, axes)

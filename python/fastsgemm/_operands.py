@@ -159,7 +159,7 @@ def _read_cai(name, obj) -> dict:
             "mask": cai.get("mask"), "stream": stream}
 
 
-def _c_contiguous_strides(shape) -> tuple:
+def c_contiguous_strides(shape) -> tuple:
     """Strides in elements of a C-contiguous array of this shape."""
     strides, step = [], 1
     for extent in reversed(shape):
@@ -194,7 +194,7 @@ def _cai_operand(name, obj, writable, matrix=True) -> Operand:
         raise ValueError(f"{name} is read-only")
     strides = cai["strides"]
     if strides is None:  # C-contiguous
-        strides = tuple(4 * s for s in _c_contiguous_strides(shape))
+        strides = tuple(4 * s for s in c_contiguous_strides(shape))
     if any(s % 4 for s in strides):
         raise ValueError(f"{name} has strides {tuple(strides)} bytes, not whole float32 elements")
     # Whether shape and strides stay inside the memory behind ptr is checked in C, against the driver's record
@@ -309,7 +309,8 @@ def working_stream(op: Operand) -> int:
 
 
 def empty_like_framework(template: Operand, shape):
-    """An uninitialised float32 M x N result on A's side, in A's framework where fastsgemm can allocate in it."""
+    """An uninitialised float32 result of `shape` on A's side, in A's framework where fastsgemm can allocate in
+    it, else a DeviceArray (matrices only: TypeError for other ranks)."""
     if template.side == HOST:
         return np.empty(shape, dtype=np.float32)
     source = template.source
@@ -324,7 +325,10 @@ def empty_like_framework(template: Operand, shape):
             return cupy.empty(shape, dtype=cupy.float32)
     from ._device_array import DeviceArray
 
-    ptr, rows, cols = template.core[:3]
+    if len(shape) != 2:
+        raise TypeError(f"a {len(shape)}-D result of {describe(source)} operands has no array type to come back as "
+                        f"(fastsgemm.DeviceArray holds matrices); pass out=, or torch or CuPy arrays")
+    ptr = template.ptr if template.ptr is not None else template.core[0]
     # An empty matrix's pointer is anything its producer liked (never read): it names no device.
-    device = _sgemm.pointer_device(ptr) if ptr and rows and cols else _sgemm.current_device()
+    device = _sgemm.pointer_device(ptr) if ptr and all(template.shape) else _sgemm.current_device()
     return DeviceArray.empty(shape, device=device)
