@@ -228,18 +228,21 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
                      (long long)out->rows, (long long)out->cols, (long long)out->rs, (long long)out->cs);
         return -1;
     }
-    int device = -1;
+    // The work runs on the operands' GPU, whichever is current; they must all live on that one.
+    static const char *const names[4] = {"A", "B", "out", "C"};
+    int device = -1, device_of = -1;
     for (int i = 0; i < count; ++i) {
         if (ops[i].mat.side != a->side) {
             PyErr_SetString(PyExc_ValueError, "host and device operands cannot be mixed in one call");
             return -1;
         }
         if (ops[i].device >= 0 && device >= 0 && ops[i].device != device) {
-            PyErr_Format(PyExc_ValueError, "operands live on different CUDA devices (%d and %d)", device,
-                         ops[i].device);
+            PyErr_Format(PyExc_ValueError,
+                         "operands live on different CUDA devices: %s on device %d, %s on device %d; put them on one",
+                         names[device_of], device, names[i], ops[i].device);
             return -1;
         }
-        if (ops[i].device >= 0) device = ops[i].device;
+        if (ops[i].device >= 0 && device < 0) device = ops[i].device, device_of = i;
     }
     if (rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
         PyErr_Format(PyExc_ValueError, "kernel '%s' runs on the host and takes host arrays, not device arrays",

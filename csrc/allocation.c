@@ -12,7 +12,7 @@
  * belongs to: one cuPointerGetAttributes call, which also gives the device
  * (the general path made it anyway, as cudaPointerGetAttributes), and one
  * cuMemGetAddressRange per mapped piece the span crosses (one for ordinary
- * memory; see all_mapped).
+ * memory; see all_mapped), asked on the operand's own GPU.
  *
  * The driver is reached through the runtime's entry-point query, so the
  * extension still imports where there is no driver at all (CI).
@@ -138,7 +138,14 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
     if (ptr < (uintptr_t)base || ptr >= end || from < 0 || to > (int64_t)size) {
         return refuse_span(name, m, from, to, "of its allocation, which holds", size, base);
     }
-    if (!all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to)) {
+    // cuMemGetAddressRange looks in the current context only: memory on another GPU is looked up from that GPU.
+    int current = -1;
+    const bool switched =
+        cudaGetDevice(&current) == cudaSuccess && current != ordinal && cudaSetDevice(ordinal) == cudaSuccess;
+    cudaGetLastError();
+    const bool mapped = all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to);
+    if (switched) cudaSetDevice(current);
+    if (!mapped) {
         return refuse_span(name, m, from, to, "not all mapped, of its address range of", size, base);
     }
     *device = ordinal;

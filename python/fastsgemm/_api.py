@@ -12,8 +12,8 @@ from . import _sgemm
 from . import _tuning
 from ._device_array import DeviceArray, record_writer
 from ._registry import INDEX, REGISTRY, Kernel, parse_kernel
-from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, to_operand,
-                        working_stream)
+from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, operand_device,
+                        to_operand, working_stream)
 
 CudaError = _sgemm.CudaError
 
@@ -36,13 +36,36 @@ def cuda_available() -> bool:
 _FP32_LANES = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
 
 
-def device_info(device: int | None = None) -> dict:
-    """The GPU's name, SM count, compute capability, clocks and FP32 peak in GFLOP/s (at the maximum SM clock).
+def device_ordinal(device) -> int:
+    """A CUDA device given as an ordinal, a torch.device ("cuda:1") or a CuPy Device, as its ordinal; None is the
+    current device. ValueError for a device this machine does not have, TypeError for what is not a device."""
+    if device is None:
+        return _sgemm.current_device()
+    if not _is_ordinal(device):
+        index = getattr(device, "index", None) if getattr(device, "type", "cuda") == "cuda" else None
+        index = getattr(device, "id", None) if index is None and getattr(device, "type", None) is None else index
+        if not _is_ordinal(index):
+            raise TypeError(f"device must be a CUDA device ordinal, a torch.device('cuda:N') or a CuPy Device; "
+                            f"got {device!r}")
+        device = index
+    count = _sgemm.device_count()
+    if not 0 <= int(device) < count:
+        raise ValueError(f"device {int(device)} does not exist: this machine has {count} CUDA device(s)")
+    return int(device)
+
+
+def _is_ordinal(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def device_info(device=None) -> dict:
+    """The GPU's name, SM count, compute capability, clocks and FP32 peak in GFLOP/s (at the maximum SM clock), of
+    `device` (an ordinal, a torch.device or a CuPy Device; the current device when None).
 
     Raises CudaError when there is no usable device."""
     if not cuda_available():
         raise CudaError(f"no usable CUDA device: {cuda_status()[1]}")
-    info = _sgemm.device_info(_sgemm.current_device() if device is None else int(device))
+    info = _sgemm.device_info(device_ordinal(device))
     lanes = _FP32_LANES.get(tuple(info["compute_capability"]), 128)
     info["fp32_lanes_per_sm"] = lanes
     info["fp32_peak_gflops"] = info["sm_count"] * lanes * 2 * info["sm_clock_mhz"] / 1000.0
@@ -55,7 +78,7 @@ AUTO_FALLBACK_WARNED = threading.Event()
 
 def resolve_kernel(kernel, on_device: bool) -> Kernel | None:
     """The kernel to run, checked against this machine; None for "auto" with a GPU: the shape decides
-    (auto_choice) once it is known."""
+    (auto_choice_on) once it is known."""
     choice = parse_kernel(kernel)
     if choice is None:
         if cuda_available():
@@ -75,30 +98,28 @@ def resolve_kernel(kernel, on_device: bool) -> Kernel | None:
     return choice
 
 
-def auto_choice(m: int, n: int, k: int) -> Kernel:
-    """What kernel="auto" runs for an m x n x k problem on the current device (fastsgemm._tuning)."""
-    return parse_kernel(_tuning.choose(_sgemm.current_device(), m, n, k))
-
-
-def auto_choice_on(device: int, m: int, n: int, k: int) -> Kernel:
-    """What kernel="auto" runs for an m x n x k problem on `device`: the C fast path asks this once per device and
-    shape (csrc/fast_call.c) and remembers the answer."""
-    return parse_kernel(_tuning.choose(device, m, n, k))
+def auto_choice_on(device: int | None, m: int, n: int, k: int) -> Kernel:
+    """What kernel="auto" runs for an m x n x k problem on CUDA device `device` (the current one when None), from
+    fastsgemm._tuning. The C fast path asks this once per device and shape (csrc/fast_call.c) and remembers it."""
+    return parse_kernel(_tuning.choose(_sgemm.current_device() if device is None else device, m, n, k))
 
 
 _sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), DeviceArray, auto_choice_on)
 
 
-def auto_kernel(M: int, N: int, K: int) -> str:
-    """The kernel that kernel="auto" runs for an M x N x K problem on the current device: the one measured
-    fastest at the nearest tuned shape on this GPU (python -m fastsgemm.tune), FP32-accurate rungs only;
-    "cublas" where this GPU was never tuned, "cpu" without a usable GPU."""
+def auto_kernel(M: int, N: int, K: int, device=None) -> str:
+    """The kernel that kernel="auto" runs for an M x N x K problem on `device` (an ordinal, a torch.device or a
+    CuPy Device; the current device when None): the one measured fastest at the nearest tuned shape on that GPU
+    (python -m fastsgemm.tune), FP32-accurate rungs only; "cublas" where that GPU was never tuned, "cpu" without a
+    usable GPU. Device operands are computed on their own GPU, with the kernel this names for that GPU."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     if not cuda_available():
+        if device is not None:
+            raise CudaError(f"device {device!r} given but no usable CUDA device: {cuda_status()[1]}")
         return "cpu"
-    return auto_choice(int(M), int(N), int(K)).name
+    return auto_choice_on(device_ordinal(device), int(M), int(N), int(K)).name
 
 
 def _real(name, value) -> float:
@@ -158,8 +179,8 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
         if op is not None and op.shape != (m, n):
             raise ValueError(f"{op.name} must have shape {(m, n)} for A {a.shape} @ B {b.shape}, got {op.shape}")
 
-    if choice is None:
-        choice = auto_choice(m, n, k)
+    if choice is None:  # for the operands' GPU, which the work runs on whichever device is current
+        choice = auto_choice_on(operand_device(a), m, n, k)
 
     if o is None:
         result = empty_like_framework(a, (m, n))
@@ -203,7 +224,7 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
             raise ValueError(f"{name}={ld} is smaller than the {cols} elements of a stored row")
     alpha, beta = _real("alpha", alpha), _real("beta", beta)
     stream = check_stream_handle("stream", stream)
-    choice = resolve_kernel(kernel, on_device=True) or auto_choice(M, N, K)
+    choice = resolve_kernel(kernel, on_device=True) or auto_choice_on(None, M, N, K)
     if REGISTRY[choice.rung].device != "cuda":
         raise ValueError(f"sgemm_raw takes device pointers; kernel {kernel!r} runs on the host")
     a = (int(A_ptr), M, K, 1, lda) if trans_a else (int(A_ptr), M, K, lda, 1)

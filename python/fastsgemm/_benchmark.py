@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from . import _sgemm
-from ._api import auto_choice, device_info, resolve_kernel
+from ._api import auto_choice_on, device_info, resolve_kernel
 from ._registry import INDEX, REGISTRY, Kernel
 from ._device_array import DeviceArray, matrix_core
 
@@ -70,7 +70,7 @@ def benchmark(kernel, M, N, K, *, repeats=20, warmup=5, alpha=1.0, beta=0.0, che
     if not isinstance(check, (bool, np.bool_)):
         raise TypeError(f"check must be True or False, got {check!r} ({type(check).__name__})")
     check = bool(check)
-    choice = resolve_kernel(kernel, on_device=False) or auto_choice(M, N, K)
+    choice = resolve_kernel(kernel, on_device=False) or auto_choice_on(None, M, N, K)
     flops = 2.0 * M * N * K
     if REGISTRY[choice.rung].device == "cpu":
         times, sets, error = _time_host(choice, M, N, K, repeats, warmup, alpha, beta, check, seed)

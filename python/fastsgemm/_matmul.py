@@ -14,10 +14,10 @@ import math
 import numpy as np
 
 from . import _sgemm
-from ._api import CudaError, auto_choice, resolve_kernel, sgemm
+from ._api import CudaError, auto_choice_on, resolve_kernel, sgemm
 from ._device_array import DeviceArray, device_buffer, matrix_core, record_writer
 from ._operands import (CUDA, HOST, Operand, c_contiguous_strides, describe, empty_like_framework, is_device_array,
-                        to_operand, working_stream)
+                        operand_device, to_operand, working_stream)
 
 
 def _result_shape(a_shape, b_shape):
@@ -89,6 +89,13 @@ def matmul(a, b, *, out=None, kernel="auto"):
             raise ValueError(f"A is a {x.side} array ({describe(x.source)}) but {op.name} is a {op.side} array "
                              f"({describe(op.source)}); put all operands on the same side")
     batch, m, k, n, shape = _result_shape(x.shape, y.shape)
+    if x.side == CUDA:
+        # The work runs on the operands' GPU, whichever is current: they must all live on that one.
+        on = [(op.name, device) for op in (x, y, o) if op is not None
+              for device in (operand_device(op),) if device is not None]
+        if len({device for _, device in on}) > 1:
+            raise ValueError(f"matmul: operands live on different CUDA devices: "
+                             f"{', '.join(f'{name} on device {device}' for name, device in on)}; put them on one")
     if o is not None and tuple(o.shape) != shape:
         raise ValueError(f"matmul: out has shape {tuple(o.shape)}; A {tuple(x.shape)} @ B {tuple(y.shape)} "
                          f"needs {shape}")
@@ -129,8 +136,8 @@ def _matrix_view(op, promote_axis):
     return tuple(shape), tuple(strides)
 
 
-def _run_stack(choice, firsts, strides, m, k, n, count, steps, stream):
-    """`count` products on the device: product p's A, B and out are the m x k, k x n and m x n matrices with the
+def _run_stack(choice, device, firsts, strides, m, k, n, count, steps, stream):
+    """`count` products on `device`: product p's A, B and out are the m x k, k x n and m x n matrices with the
     given (row, column) strides, steps[i] * p elements after the addresses in `firsts`."""
     (a_rs, a_cs), (b_rs, b_cs), (o_rs, o_cs) = strides
     step_a, step_b, step_o = steps
@@ -141,7 +148,7 @@ def _run_stack(choice, firsts, strides, m, k, n, count, steps, stream):
         # B's and out's matrices lie side by side, column after column: A times one k x (count * n).
         n, count = count * n, 1
     if choice is None:
-        choice = auto_choice(m, n, k)
+        choice = auto_choice_on(device, m, n, k)
     for p in range(count):
         a = (firsts[0] + 4 * p * step_a, m, k, a_rs, a_cs)
         b = (firsts[1] + 4 * p * step_b, k, n, b_rs, b_cs)
@@ -172,7 +179,7 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
         # Products run one by one: an out over A or B would feed a later product a result. Compute into a
         # temporary, then copy it over out, matrix by matrix, in stream order after the products.
         scratch = DeviceArray.empty((max(math.prod(shape[:-1]), 1), shape[-1] if shape else 1),
-                                    device=_sgemm.pointer_device(x.ptr))
+                                    device=operand_device(o))
         device_buffer(scratch).share()  # read on `stream`: freed only after the device has synchronized
         ptr = matrix_core(scratch)[0]
         temporary = Operand("out", CUDA, shape, None, scratch, "fastsgemm", ptr=ptr,
@@ -200,10 +207,11 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
             if op.producer_stream is not None:
                 _sgemm.stream_wait(stream, op.producer_stream)
         strides = (a_strides[-2:], b_strides[-2:], o_strides[-2:])
+        device = operand_device(x)
         for index in np.ndindex(*outer):
             firsts = [ptr + 4 * sum(i * s for i, s in zip(index, offsets))
                       for ptr, offsets in zip((x.ptr, y.ptr, o.ptr), outer_steps)]
-            _run_stack(choice, firsts, strides, m, k, n, inner, inner_steps, stream)
+            _run_stack(choice, device, firsts, strides, m, k, n, inner, inner_steps, stream)
     if x.keep_alive or y.keep_alive:
         _sgemm.synchronize(stream)  # DLPack producers may free their memory once their deleter runs
     return _finish(result if result is not None else o.source, o, stream)

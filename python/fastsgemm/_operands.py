@@ -308,6 +308,15 @@ def working_stream(op: Operand) -> int:
     return 0
 
 
+def operand_device(op: Operand) -> int | None:
+    """The CUDA device that holds a device operand's memory (the driver's record of its allocation); None for host
+    operands and empty ones, whose pointer names no allocation."""
+    if op.side != CUDA or not all(op.shape):
+        return None
+    ptr = op.ptr if op.ptr is not None else op.core[0]
+    return _sgemm.pointer_device(ptr) if ptr else None
+
+
 def empty_like_framework(template: Operand, shape):
     """An uninitialised float32 result of `shape` on A's side, in A's framework where fastsgemm can allocate in
     it, else a DeviceArray (matrices only: TypeError for other ranks)."""
@@ -328,7 +337,5 @@ def empty_like_framework(template: Operand, shape):
     if len(shape) != 2:
         raise TypeError(f"a {len(shape)}-D result of {describe(source)} operands has no array type to come back as "
                         f"(fastsgemm.DeviceArray holds matrices); pass out=, or torch or CuPy arrays")
-    ptr = template.ptr if template.ptr is not None else template.core[0]
-    # An empty matrix's pointer is anything its producer liked (never read): it names no device.
-    device = _sgemm.pointer_device(ptr) if ptr and all(template.shape) else _sgemm.current_device()
-    return DeviceArray.empty(shape, device=device)
+    device = operand_device(template)
+    return DeviceArray.empty(shape, device=_sgemm.current_device() if device is None else device)
