@@ -1,0 +1,153 @@
+"""fastsgemm for PyTorch models: a differentiable operator that torch.compile traces, and a Linear layer.
+
+    import torch
+    import fastsgemm.torch
+
+    layer = fastsgemm.torch.Linear(512, 256, device="cuda")  # a torch.nn.Linear whose product runs on fastsgemm
+    y = fastsgemm.torch.matmul(x, w)                          # numpy.matmul's semantics, with a gradient
+    model = torch.compile(model, fullgraph=True)              # traces through both, with no graph break
+
+The product is the operator `torch.ops.fastsgemm.matmul(a, b, kernel)`, registered with torch.library:
+
+- Its forward is fastsgemm.matmul, on the tensors' device and torch's current stream there (CPU tensors go
+  through fastsgemm's host path).
+- Its backward is two more calls of the same operator on transposed views (`.mT`), with no copies:
+  dA = dC @ B^T and dB = A^T @ dC, each laid out as its operand is (a column-major B, such as Linear's
+  transposed weight, gets a column-major dB, so autograd hands it to the parameter without a copy). A stack broadcast against the other operand has its gradient summed over
+  the broadcast dimensions; where B is one matrix shared by a stack of A (a Linear layer on a batch), dB is
+  a single product over the whole stack, A and dC seen as tall matrices.
+- Its fake implementation gives the result's shape, dtype and device without computing anything, which is
+  what torch.compile needs to trace a model that calls it.
+
+Tensors must be float32 (TypeError otherwise: fastsgemm never casts). `kernel` is any name fastsgemm.sgemm
+takes; "auto" (the default) runs the FP32-accurate kernel measured fastest for each product's shape, so a
+model keeps FP32 accuracy (unlike TF32 math in torch, it does not trade accuracy for speed).
+
+Importing this module imports torch; `import fastsgemm` alone never does.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _matmul
+
+__all__ = ["Linear", "matmul"]
+
+
+@torch.library.custom_op("fastsgemm::matmul", mutates_args=())
+def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    # The operator's inputs may require grad; fastsgemm reads their memory only, so detach (no copy).
+    a, b = a.detach(), b.detach()
+    if a.device.type == "cpu" and b.device.type == "cpu":
+        # CPU tensors: through NumPy views (no copies); the result comes back as a NumPy array, shared as a tensor.
+        import numpy as np
+
+        return torch.from_numpy(np.asarray(_matmul.matmul(a.numpy(), b.numpy(), kernel=kernel)))
+    return _matmul.matmul(a, b, kernel=kernel)
+
+
+@_matmul_operator.register_fake
+def _matmul_shape(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    """The result's metadata only, for tracing (torch.compile, the meta device): numpy.matmul's shape rules."""
+    for name, tensor in (("A", a), ("B", b)):
+        if tensor.dtype != torch.float32:
+            raise TypeError(f"{name} has dtype {tensor.dtype}; fastsgemm computes in float32 and never casts "
+                            f"silently: pass {name}.float()")
+        if tensor.dim() == 0:
+            raise ValueError(f"matmul: {name} is a scalar (0-D); matmul takes tensors of 1 or more dimensions")
+    if a.device != b.device:
+        raise ValueError(f"matmul: A is on {a.device} and B on {b.device}; put both on one device")
+    k, k2 = a.shape[-1], b.shape[-2] if b.dim() >= 2 else b.shape[0]
+    message = f"matmul: shapes {tuple(a.shape)} (A) and {tuple(b.shape)} (B) not aligned: {k} != {k2}"
+    if isinstance(k, int) and isinstance(k2, int) and k != k2:
+        raise ValueError(message)  # as the operator itself raises
+    torch._check(k == k2, lambda: message)  # symbolic sizes (dynamic shapes): a guard, not a Python bool
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    shape = tuple(batch) + tuple(a.shape[-2:-1]) + tuple(b.shape[-1:] if b.dim() >= 2 else ())
+    return a.new_empty(shape)
+
+
+def _as_stacks(a, b, grad):
+    """a, b and the gradient of a @ b as stacks of matrices: a 1-D a as a row, a 1-D b as a column, and grad with
+    the dimensions matmul dropped put back (size-1 dimensions: views, never copies)."""
+    a2 = a.unsqueeze(0) if a.dim() == 1 else a
+    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+    batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    return a2, b2, grad.reshape(tuple(batch) + (a2.shape[-2], b2.shape[-1]))
+
+
+def _product_like(x, y, like, kernel):
+    """x @ y, laid out as `like` is where that is a column-major matrix (a transposed weight, as Linear passes):
+    computed then as (y^T @ x^T)^T, so that the gradient reaches the parameter in the parameter's own layout and
+    autograd does not copy it over."""
+    if x.dim() == 2 and y.dim() == 2 and like.dim() == 2 and like.stride(-2) == 1 and like.stride(-1) != 1:
+        return torch.ops.fastsgemm.matmul(y.mT, x.mT, kernel).mT
+    return torch.ops.fastsgemm.matmul(x, y, kernel)
+
+
+def _setup_context(ctx, inputs, output):
+    a, b, kernel = inputs
+    ctx.save_for_backward(a, b)
+    ctx.kernel = kernel
+
+
+def _backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    a2, b2, grad2 = _as_stacks(a, b, grad)
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        # dA = dC @ B^T, summed over the stack dimensions along which A was broadcast.
+        grad_a = _product_like(grad2, b2.mT, a2, ctx.kernel).sum_to_size(a2.shape).reshape(a.shape)
+    if ctx.needs_input_grad[1]:
+        if b2.dim() == 2 and a2.dim() > 2:
+            # One B for the whole stack: dB = sum_i A_i^T dC_i, which is A^T dC with the stack laid end to end as
+            # one tall matrix. reshape is a view for the usual contiguous activations (a copy only otherwise).
+            rows = a2.shape[:-1].numel()
+            grad_b = _product_like(a2.reshape(rows, a2.shape[-1]).mT, grad2.reshape(rows, grad2.shape[-1]), b2,
+                                   ctx.kernel)
+        else:
+            # dB = A^T @ dC, summed over the stack dimensions along which B was broadcast.
+            grad_b = _product_like(a2.mT, grad2, b2, ctx.kernel).sum_to_size(b2.shape)
+        grad_b = grad_b.reshape(b.shape)
+    return grad_a, grad_b, None
+
+
+_matmul_operator.register_autograd(_backward, setup_context=_setup_context)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.Tensor:
+    """a @ b with numpy.matmul's (and torch.matmul's) semantics, computed by fastsgemm, differentiable.
+
+    a and b are float32 tensors on one device (CPU or CUDA); the result is a new tensor there. See the module's
+    docstring for how the gradient is computed."""
+    return _matmul_operator(a, b, kernel)
+
+
+class Linear(torch.nn.Linear):
+    """torch.nn.Linear, with its product computed by fastsgemm: y = x @ weight^T + bias.
+
+    A drop-in: the same constructor, parameters, initialisation and state_dict as torch.nn.Linear, so a model
+    swaps one for the other and loads the same checkpoints. Float32 only. `kernel` picks the fastsgemm kernel
+    ("auto", the default, runs FP32-accurate kernels only). Linear.from_linear(layer) wraps an existing layer's
+    parameters (shared, not copied)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
+                 kernel: str = "auto"):
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.kernel = kernel
+
+    @classmethod
+    def from_linear(cls, layer: torch.nn.Linear, *, kernel: str = "auto") -> "Linear":
+        """A fastsgemm Linear that shares `layer`'s weight and bias (training one trains the other)."""
+        made = cls(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta", kernel=kernel)
+        made.weight = layer.weight
+        made.bias = layer.bias
+        return made
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        # weight.mT is a transposed view: fastsgemm reads it column-major, in place.
+        output = _matmul_operator(input, self.weight.mT, self.kernel)
+        return output + self.bias if self.bias is not None else output
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}"

@@ -1,0 +1,253 @@
+"""fastsgemm.torch: the torch.library operator, its gradient, its fake implementation under torch.compile, and
+Linear as a drop-in for torch.nn.Linear. CPU tensors run the cpu rung (these tests need no GPU); CUDA tensors run
+kernel="auto" and a few rungs. Skipped where torch is not installed."""
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import fastsgemm.torch as fst  # noqa: E402
+
+from conftest import FP32_TOLERANCE, tolerance  # noqa: E402
+
+
+def devices():
+    """(device, kernel) pairs to run on: the CPU with the cpu rung, and the GPU with auto where there is one."""
+    return [pytest.param("cpu", "cpu", id="cpu"),
+            pytest.param("cuda", "auto", id="cuda-auto", marks=pytest.mark.gpu)]
+
+
+def relative_error(value, reference):
+    value, reference = value.detach().double().cpu(), reference.detach().double().cpu()
+    return float(torch.linalg.norm(value - reference) / max(float(torch.linalg.norm(reference)), 1e-30))
+
+
+def weighted_loss(y):
+    """A loss whose gradient differs in every element (a plain sum gives a gradient of ones, stride 0)."""
+    weights = torch.linspace(-1.0, 1.0, y.numel(), dtype=y.dtype, device=y.device).reshape(y.shape)
+    return (y * weights).sum()
+
+
+# (A's shape, B's shape): matrices, 1-D operands, a Linear layer on a batch, broadcast stacks on either side.
+SHAPES = [((33, 17), (17, 9)), ((17,), (17, 9)), ((33, 17), (17,)), ((17,), (17,)), ((2, 3, 33, 17), (17, 9)),
+          ((3, 33, 17), (1, 17, 9)), ((33, 17), (2, 17, 9)), ((2, 1, 33, 17), (3, 17, 9))]
+
+
+def test_import_fastsgemm_does_not_import_torch():
+    code = "import sys, fastsgemm; assert 'torch' not in sys.modules, 'torch was imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("shapes", SHAPES, ids=[f"{a}@{b}" for a, b in SHAPES])
+def test_forward_and_both_gradients_match_a_float64_reference(device, kernel, shapes):
+    generator = torch.Generator().manual_seed(7)
+    a = torch.randn(shapes[0], generator=generator).to(device).requires_grad_()
+    b = torch.randn(shapes[1], generator=generator).to(device).requires_grad_()
+    y = fst.matmul(a, b, kernel=kernel)
+    weighted_loss(y).backward()
+
+    a64, b64 = (t.detach().double().requires_grad_() for t in (a, b))
+    y64 = torch.matmul(a64, b64)
+    weighted_loss(y64).backward()
+    assert y.shape == y64.shape and y.device == a.device and y.dtype == torch.float32
+    for what, value, reference in (("C", y, y64), ("dA", a.grad, a64.grad), ("dB", b.grad, b64.grad)):
+        assert value.shape == reference.shape, what
+        assert relative_error(value, reference) < FP32_TOLERANCE, what
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["cublas", "warptile", "tf32x3", "naive", "tf32"])
+def test_every_kind_of_rung_gives_the_gradient(kernel):
+    generator = torch.Generator().manual_seed(3)
+    a = torch.randn(4, 70, 130, generator=generator).cuda().requires_grad_()
+    b = torch.randn(130, 50, generator=generator).cuda().requires_grad_()
+    weighted_loss(fst.matmul(a, b, kernel=kernel)).backward()
+    a64, b64 = (t.detach().double().requires_grad_() for t in (a, b))
+    weighted_loss(torch.matmul(a64, b64)).backward()
+    assert relative_error(a.grad, a64.grad) < tolerance(kernel)
+    assert relative_error(b.grad, b64.grad) < tolerance(kernel)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_gradcheck_in_float32(device, kernel):
+    generator = torch.Generator().manual_seed(11)
+    inputs = [torch.randn(shape, generator=generator).to(device).requires_grad_()
+              for shape in ((2, 6, 5), (5, 4))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # gradcheck warns that the inputs are not float64
+        # The product is bilinear, so central differences are exact but for rounding: about K float32 ulps of the
+        # outputs over eps. eps = 1e-2 keeps that near 1e-4, well inside the tolerances.
+        assert torch.autograd.gradcheck(lambda x, y: fst.matmul(x, y, kernel=kernel), inputs,
+                                        eps=1e-2, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_the_operator_passes_torch_library_checks(device, kernel):
+    """Schema, autograd registration, fake implementation and dynamic shapes, as torch.library checks them."""
+    a, b = torch.randn(3, 4, 5, device=device), torch.randn(5, 2, device=device)
+    results = torch.library.opcheck(torch.ops.fastsgemm.matmul.default, (a, b, kernel))
+    assert all(outcome == "SUCCESS" for outcome in results.values()), results
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_backward_copies_nothing(device, kernel):
+    """The backward of a Linear layer on a batch runs products on views: no clone, copy or contiguous."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    layer = fst.Linear(24, 16, device=device, kernel=kernel)
+    x = torch.randn(4, 8, 24, device=device, requires_grad=True)
+    loss = weighted_loss(layer(x))
+    with Recorder() as recorder:
+        loss.backward()
+    assert recorder.ops.count("fastsgemm.matmul.default") == 2, recorder.ops
+    copies = [op for op in recorder.ops if any(word in op for word in ("clone", "copy", "contiguous", "_to_copy"))]
+    assert not copies, recorder.ops
+
+
+def test_fake_implementation_gives_shapes_and_refuses_what_the_operator_refuses():
+    meta = lambda *shape: torch.empty(shape, device="meta")  # noqa: E731
+    assert torch.ops.fastsgemm.matmul(meta(2, 3, 4, 5), meta(5, 6), "auto").shape == (2, 3, 4, 6)
+    assert torch.ops.fastsgemm.matmul(meta(5), meta(3, 5, 6), "auto").shape == (3, 6)
+    assert torch.ops.fastsgemm.matmul(meta(5), meta(5), "auto").shape == ()
+    with pytest.raises(TypeError, match="float32"):
+        torch.ops.fastsgemm.matmul(meta(4, 5).double(), meta(5, 6), "auto")
+    with pytest.raises(ValueError, match="not aligned"):
+        torch.ops.fastsgemm.matmul(meta(4, 5), meta(6, 6), "auto")
+
+
+def test_eager_errors_are_fastsgemms():
+    with pytest.raises(TypeError, match="float32"):
+        fst.matmul(torch.randn(4, 5, dtype=torch.float64), torch.randn(5, 6, dtype=torch.float64), kernel="cpu")
+    with pytest.raises(ValueError, match=r"\(4, 5\).*\(6, 6\)"):
+        fst.matmul(torch.randn(4, 5), torch.randn(6, 6), kernel="cpu")
+
+
+def test_linear_is_a_drop_in_for_torch_nn_linear():
+    torch.manual_seed(5)
+    reference = torch.nn.Linear(24, 16)
+    layer = fst.Linear(24, 16, kernel="cpu")
+    assert isinstance(layer, torch.nn.Linear)
+    assert layer.state_dict().keys() == reference.state_dict().keys()
+    layer.load_state_dict(reference.state_dict())
+    for shape in ((24,), (5, 24), (3, 5, 24)):
+        x = torch.randn(shape)
+        assert relative_error(layer(x), torch.nn.functional.linear(x.double(), reference.weight.double(),
+                                                                   reference.bias.double())) < FP32_TOLERANCE
+    no_bias = fst.Linear(24, 16, bias=False, kernel="cpu")
+    assert no_bias.bias is None and no_bias(torch.randn(2, 24)).shape == (2, 16)
+    shared = fst.Linear.from_linear(reference, kernel="cpu")
+    assert shared.weight is reference.weight and shared.bias is reference.bias
+    assert "kernel='cpu'" in repr(shared)
+
+
+def train(make_linear, device, steps=60):
+    """Loss per step of a small MLP trained with SGD on a fixed regression problem, from a fixed initialisation."""
+    torch.manual_seed(1234)
+    model = torch.nn.Sequential(make_linear(32, 64), torch.nn.Tanh(), make_linear(64, 64), torch.nn.Tanh(),
+                                make_linear(64, 1)).to(device)
+    generator = torch.Generator().manual_seed(99)
+    x = torch.randn(256, 32, generator=generator).to(device)
+    y = torch.sin(x[:, :1] * 2) + 0.1 * x[:, 1:2]
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        optimiser.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    return np.array(losses)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_a_small_mlp_trains_to_torchs_loss_curve(device, kernel):
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference in true FP32 (the default; made sure)
+    ours = train(lambda i, o: fst.Linear(i, o, kernel=kernel), device)
+    theirs = train(torch.nn.Linear, device)
+    assert theirs[-1] < 0.5 * theirs[0], "the problem must actually train"
+    # Both sum the same products in a different order: float32 noise, which training does not amplify here.
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+
+
+def compile_and_capture(model, backend=None):
+    """model compiled with fullgraph=True (a graph break is an error), and the FX graphs Dynamo produced."""
+    graphs = []
+
+    def capture(graph_module, example_inputs):
+        graphs.append(graph_module)
+        if backend is None:
+            return graph_module.forward
+        from torch._dynamo.backends.registry import lookup_backend
+
+        return lookup_backend(backend)(graph_module, example_inputs)
+
+    torch._dynamo.reset()
+    return torch.compile(model, fullgraph=True, backend=capture), graphs
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_torch_compile_traces_the_operator_with_no_graph_break(device, kernel):
+    torch.manual_seed(8)
+    model = torch.nn.Sequential(fst.Linear(24, 32, device=device, kernel=kernel), torch.nn.ReLU(),
+                                fst.Linear(32, 8, device=device, kernel=kernel))
+    compiled, graphs = compile_and_capture(model, backend="aot_eager")
+    for batch in (5, 9, 17):  # new sizes: a recompile with dynamic shapes, through the fake implementation
+        x = torch.randn(batch, 24, device=device, requires_grad=True)
+        y = compiled(x)
+        weighted_loss(y).backward()
+        eager_x = x.detach().requires_grad_()
+        eager_y = model(eager_x)
+        assert torch.equal(y, eager_y)
+        weighted_loss(eager_y).backward()
+        assert torch.equal(x.grad, eager_x.grad)
+    assert graphs, "Dynamo produced no graph"
+    for graph in graphs:
+        targets = [node.target for node in graph.graph.nodes if node.op == "call_function"]
+        assert targets.count(torch.ops.fastsgemm.matmul.default) == 2, targets
+
+
+@pytest.mark.gpu
+def test_torch_compile_with_inductor_on_the_gpu():
+    torch.manual_seed(9)
+    model = torch.nn.Sequential(fst.Linear(64, 64, device="cuda"), torch.nn.GELU(), fst.Linear(64, 10, device="cuda"))
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(128, 64, device="cuda")
+    reference = torch.nn.functional.linear(
+        torch.nn.functional.gelu(torch.nn.functional.linear(x.double(), model[0].weight.double(),
+                                                            model[0].bias.double())),
+        model[2].weight.double(), model[2].bias.double())
+    assert relative_error(compiled(x), reference) < FP32_TOLERANCE
+
+
+@pytest.mark.gpu
+def test_work_runs_on_torchs_current_stream():
+    """Inputs made on a side stream and read back on it: the product must be ordered after the first and before
+    the second, which holds only if it runs on that stream."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        a = torch.randn(2048, 2048, device="cuda").requires_grad_()
+        b = torch.randn(2048, 512, device="cuda")
+        for _ in range(4):  # keep the stream busy so a product on another stream would read unfinished inputs
+            b = b * 1.0001
+        y = fst.matmul(a, b)
+        y.sum().backward()
+        result, grad = y.double().cpu(), a.grad.double().cpu()
+    a64, b64 = a.detach().double().cpu(), b.double().cpu()
+    assert relative_error(result, a64 @ b64) < FP32_TOLERANCE
+    assert relative_error(grad, torch.ones(2048, 512, dtype=torch.float64) @ b64.T) < FP32_TOLERANCE
