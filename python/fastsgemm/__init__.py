@@ -6,7 +6,8 @@
     C = fastsgemm.sgemm(A, B, kernel="naive")      # NumPy in, NumPy out
     D = fastsgemm.matmul(stack_of_As, B)            # numpy.matmul's semantics: stacks, broadcasting, 1-D
 
-fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names; kernel="auto" (the default) runs
+PyTorch models: `import fastsgemm.torch` for a differentiable operator and a drop-in torch.nn.Linear (import
+fastsgemm alone never imports torch). fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names; kernel="auto" (the default) runs
 the FP32-accurate kernel measured fastest for the shape on this GPU (fastsgemm.auto_kernel).
 """
 from ._api import CudaError, auto_kernel, cuda_available, device_info, sgemm, sgemm_raw
