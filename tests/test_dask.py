@@ -1,0 +1,168 @@
+"""fastsgemm.dask.matmul: dask.array matrices multiplied block by block with fastsgemm, each output block accumulated
+along K in place. The CPU tests run the cpu rung on NumPy chunks (CI has no GPU); the GPU tests run CuPy chunks and
+host chunks on the GPU. Skipped where Dask is not installed."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
+
+import fastsgemm  # noqa: E402
+import fastsgemm.dask as fsd  # noqa: E402
+from conftest import FP32_TOLERANCE  # noqa: E402
+
+
+def relative_error(value, a, b):
+    reference = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    scale = np.linalg.norm(reference)
+    return np.linalg.norm(value - reference) / scale if scale else np.linalg.norm(value)
+
+
+def random_chunks(rng, extent):
+    """A random chunking of `extent`: chunks of 1 element up to the whole extent, uneven."""
+    if extent == 0:
+        return (0,)
+    cuts = np.sort(rng.choice(np.arange(1, extent), size=min(extent - 1, int(rng.integers(0, 5))), replace=False))
+    return tuple(int(c) for c in np.diff(np.concatenate(([0], cuts, [extent]))))
+
+
+# (M, K, N): odd sizes, a K of 1, an empty dimension, tall and wide.
+SHAPES = [(37, 53, 29), (1, 1, 1), (64, 1, 17), (5, 97, 3), (0, 8, 5), (6, 0, 7), (128, 40, 1), (3, 300, 2)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{k}x{n}" for m, k, n in SHAPES])
+@pytest.mark.parametrize("seed", range(4))
+def test_odd_shapes_and_chunkings_match_numpy(shape, seed):
+    rng = np.random.default_rng([seed, *shape])
+    m, k, n = shape
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    # Independent chunkings: the K chunks of x and y differ unless the draw makes them equal.
+    x = da.from_array(a, chunks=(random_chunks(rng, m), random_chunks(rng, k)))
+    y = da.from_array(b, chunks=(random_chunks(rng, k), random_chunks(rng, n)))
+    z = fsd.matmul(x, y, kernel="cpu")
+    assert z.shape == (m, n) and z.dtype == np.float32
+    assert z.chunks == (x.chunks[0], y.chunks[1])
+    result = z.compute(scheduler="threads")
+    assert isinstance(result, np.ndarray) and result.shape == (m, n)
+    assert relative_error(result, a, b) < FP32_TOLERANCE
+
+
+def test_each_output_block_is_accumulated_in_place(monkeypatch):
+    """The block a chain's first task makes is the very object its last task returns: the later products were added
+    into it (beta = 1, out = the block), not made as blocks of their own."""
+    made = []
+    original = fsd._first_product
+
+    def recording(a, b, kernel):
+        block = original(a, b, kernel)
+        made.append(block)
+        return block
+
+    monkeypatch.setattr(fsd, "_first_product", recording)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((40, 90), dtype=np.float32), rng.standard_normal((90, 30), dtype=np.float32)
+    z = fsd.matmul(da.from_array(a, chunks=(20, 30)), da.from_array(b, chunks=(30, 15)), kernel="cpu")
+    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")
+    assert len(made) == len(blocks) == 4  # one block made per output block, for 3 K chunks each
+    assert all(any(block is first for first in made) for block in blocks)
+    assert relative_error(np.block([[blocks[0], blocks[1]], [blocks[2], blocks[3]]]), a, b) < FP32_TOLERANCE
+
+
+def test_the_graph_has_one_task_per_block_product_and_no_sum():
+    x = da.ones((60, 90), chunks=(20, 30), dtype=np.float32)
+    y = da.ones((90, 40), chunks=(30, 20), dtype=np.float32)
+    z = fsd.matmul(x, y, kernel="cpu")
+    ours = dict(z.dask.layers[z.name])
+    assert len(ours) == 3 * 2 * 3  # output blocks times K chunks
+    functions = [task[0] if isinstance(task, tuple) else task.func for task in ours.values()]
+    assert functions.count(fsd._first_product) == 6 and functions.count(fsd._add_product) == 12
+    np.testing.assert_array_equal(z.compute(scheduler="sync"), np.full((60, 40), 90, np.float32))
+
+
+def test_only_the_smaller_operand_is_rechunked_and_only_along_k():
+    x = da.ones((100, 60), chunks=(25, 20), dtype=np.float32)  # 24 KB
+    y = da.ones((60, 400), chunks=(30, 100), dtype=np.float32)  # 96 KB
+    x2, y2 = fsd.align_k_chunks(x, y)
+    assert y2 is y and x2.chunks == ((25,) * 4, (30, 30))
+    big_x = da.ones((1000, 60), chunks=(250, 20), dtype=np.float32)
+    x3, y3 = fsd.align_k_chunks(big_x, y)
+    assert x3 is big_x and y3.chunks == ((20, 20, 20), (100,) * 4)
+    same = da.ones((60, 10), chunks=(20, 5), dtype=np.float32)
+    assert fsd.align_k_chunks(x, same) == (x, same)
+
+
+def test_the_distributed_scheduler_in_one_process():
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((70, 50), dtype=np.float32), rng.standard_normal((50, 45), dtype=np.float32)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        z = fsd.matmul(da.from_array(a, chunks=20), da.from_array(b, chunks=(15, 20)), kernel="cpu")
+        result = client.compute(z).result()
+    assert relative_error(result, a, b) < FP32_TOLERANCE
+
+
+def test_errors_say_what_is_wrong():
+    x = da.ones((4, 5), chunks=2, dtype=np.float32)
+    with pytest.raises(TypeError, match="float32"):
+        fsd.matmul(x, da.ones((5, 3), chunks=2, dtype=np.float64))
+    with pytest.raises(TypeError, match="dask.array"):
+        fsd.matmul(x, np.ones((5, 3), np.float32))
+    with pytest.raises(ValueError, match="2-D"):
+        fsd.matmul(x, da.ones((2, 5, 3), chunks=2, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"\(4, 5\).*\(6, 3\)"):
+        fsd.matmul(x, da.ones((6, 3), chunks=2, dtype=np.float32))
+    unknown = da.ones((8, 5), chunks=2, dtype=np.float32)
+    unknown = unknown[unknown[:, 0] > 0]
+    with pytest.raises(ValueError, match="compute_chunk_sizes"):
+        fsd.matmul(unknown, da.ones((5, 3), chunks=2, dtype=np.float32))
+
+
+def test_import_fastsgemm_does_not_import_dask():
+    code = "import sys, fastsgemm; assert 'dask' not in sys.modules, 'dask was imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["auto", "tf32x3", "warptile", "cublas"])
+def test_host_chunks_are_computed_on_the_gpu(kernel):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((700, 900), dtype=np.float32), rng.standard_normal((900, 500), dtype=np.float32)
+    z = fsd.matmul(da.from_array(a, chunks=(300, 256)), da.from_array(b, chunks=(200, 250)), kernel=kernel)
+    result = z.compute(scheduler="threads")
+    assert isinstance(result, np.ndarray)
+    assert relative_error(result, a, b) < FP32_TOLERANCE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["auto", "tf32x3", "cublas"])
+def test_cupy_chunks_stay_on_the_gpu(kernel):
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((1000, 1300), dtype=np.float32), rng.standard_normal((1300, 600), dtype=np.float32)
+    x = da.from_array(cupy.asarray(a), chunks=(256, 512), asarray=False)
+    y = da.from_array(cupy.asarray(b), chunks=(400, 300), asarray=False)
+    z = fsd.matmul(x, y, kernel=kernel)
+    assert isinstance(z._meta, cupy.ndarray)
+    result = z.compute(scheduler="threads")
+    assert isinstance(result, cupy.ndarray)
+    assert relative_error(cupy.asnumpy(result), a, b) < FP32_TOLERANCE
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not fastsgemm.cuda_available() or fastsgemm._sgemm.device_count() < 2,
+                    reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")
+def test_cupy_chunks_on_the_second_gpu_are_computed_there():
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((600, 700), dtype=np.float32), rng.standard_normal((700, 500), dtype=np.float32)
+    with cupy.cuda.Device(1):
+        x = da.from_array(cupy.asarray(a), chunks=256, asarray=False)
+        y = da.from_array(cupy.asarray(b), chunks=256, asarray=False)
+    result = fsd.matmul(x, y).compute(scheduler="threads")
+    assert result.device.id == 1
+    assert relative_error(cupy.asnumpy(result), a, b) < FP32_TOLERANCE
