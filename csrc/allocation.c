@@ -140,11 +140,21 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
     }
     // cuMemGetAddressRange looks in the current context only: memory on another GPU is looked up from that GPU.
     int current = -1;
-    const bool switched =
-        cudaGetDevice(&current) == cudaSuccess && current != ordinal && cudaSetDevice(ordinal) == cudaSuccess;
-    cudaGetLastError();
+    bool switched = false;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err == cudaSuccess && current != ordinal) {
+        err = cudaSetDevice(ordinal);
+        switched = err == cudaSuccess;
+    }
+    if (err != cudaSuccess) {
+        raise_cuda_error(st, err, "making the operand's device current to look up its memory");
+        return -1;
+    }
     const bool mapped = all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to);
-    if (switched) cudaSetDevice(current);
+    if (switched && (err = cudaSetDevice(current)) != cudaSuccess) {
+        raise_cuda_error(st, err, "making the caller's device current again");
+        return -1;
+    }
     if (!mapped) {
         return refuse_span(name, m, from, to, "not all mapped, of its address range of", size, base);
     }

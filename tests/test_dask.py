@@ -163,6 +163,8 @@ def test_cupy_chunks_on_the_second_gpu_are_computed_there():
     with cupy.cuda.Device(1):
         x = da.from_array(cupy.asarray(a), chunks=256, asarray=False)
         y = da.from_array(cupy.asarray(b), chunks=256, asarray=False)
-    result = fsd.matmul(x, y).compute(scheduler="threads")
-    assert result.device.id == 1
-    assert relative_error(cupy.asnumpy(result), a, b) < FP32_TOLERANCE
+    z = fsd.matmul(x, y)
+    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")  # the blocks as computed, not joined
+    assert all(block.device.id == 1 for block in blocks)
+    grid = [[cupy.asnumpy(blocks[i * z.numblocks[1] + j]) for j in range(z.numblocks[1])] for i in range(z.numblocks[0])]
+    assert relative_error(np.block(grid), a, b) < FP32_TOLERANCE

@@ -109,6 +109,9 @@ def test_auto_picks_with_the_operands_gpus_table(monkeypatch, on_device_zero):
     assert (1, 123, 67, 45) in asked and all(device == 1 for device, *_ in asked), asked
     assert fastsgemm.auto_kernel(123, 67, 45, device=1) == fastsgemm.auto_kernel(123, 67, 45,
                                                                                 device=torch.device("cuda:1"))
+    # torch.device("cuda") names no index: the current device, as torch reads it.
+    assert fastsgemm.auto_kernel(123, 67, 45, device=torch.device("cuda")) == fastsgemm.auto_kernel(123, 67, 45,
+                                                                                                   device=0)
 
 
 def test_auto_kernel_takes_a_device_and_refuses_one_that_is_not_there():

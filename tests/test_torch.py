@@ -33,7 +33,8 @@ def weighted_loss(y):
 
 # (A's shape, B's shape): matrices, 1-D operands, a Linear layer on a batch, broadcast stacks on either side.
 SHAPES = [((33, 17), (17, 9)), ((17,), (17, 9)), ((33, 17), (17,)), ((17,), (17,)), ((2, 3, 33, 17), (17, 9)),
-          ((3, 33, 17), (1, 17, 9)), ((33, 17), (2, 17, 9)), ((2, 1, 33, 17), (3, 17, 9))]
+          ((3, 33, 17), (1, 17, 9)), ((33, 17), (2, 17, 9)), ((2, 1, 33, 17), (3, 17, 9)), ((17,), (2, 17, 9)),
+          ((2, 3, 33, 17), (17,))]
 
 
 def test_import_fastsgemm_does_not_import_torch():
@@ -89,7 +90,8 @@ def test_gradcheck_in_float32(device, kernel):
 @pytest.mark.parametrize("device, kernel", devices())
 def test_the_operator_passes_torch_library_checks(device, kernel):
     """Schema, autograd registration, fake implementation and dynamic shapes, as torch.library checks them."""
-    a, b = torch.randn(3, 4, 5, device=device), torch.randn(5, 2, device=device)
+    a = torch.randn(3, 4, 5, device=device, requires_grad=True)
+    b = torch.randn(5, 2, device=device, requires_grad=True)
     results = torch.library.opcheck(torch.ops.fastsgemm.matmul.default, (a, b, kernel))
     assert all(outcome == "SUCCESS" for outcome in results.values()), results
 
@@ -127,6 +129,8 @@ def test_fake_implementation_gives_shapes_and_refuses_what_the_operator_refuses(
         torch.ops.fastsgemm.matmul(meta(4, 5).double(), meta(5, 6), "auto")
     with pytest.raises(ValueError, match="not aligned"):
         torch.ops.fastsgemm.matmul(meta(4, 5), meta(6, 6), "auto")
+    with pytest.raises(ValueError, match="do not broadcast"):
+        torch.ops.fastsgemm.matmul(meta(2, 4, 5), meta(3, 5, 6), "auto")
 
 
 def test_eager_errors_are_fastsgemms():
@@ -237,20 +241,27 @@ def test_torch_compile_with_inductor_on_the_gpu():
 
 @pytest.mark.gpu
 def test_work_runs_on_torchs_current_stream():
-    """Inputs made on a side stream and read back on it: the product must be ordered after the first and before
-    the second, which holds only if it runs on that stream."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        a = torch.randn(2048, 2048, device="cuda").requires_grad_()
-        b = torch.randn(2048, 512, device="cuda")
-        for _ in range(4):  # keep the stream busy so a product on another stream would read unfinished inputs
-            b = b * 1.0001
+    """The inputs are NaN until a side stream, busy for tens of milliseconds first, writes them; the forward and
+    backward products are queued on that stream right after. A product on any other stream would read NaN."""
+    generator = torch.Generator().manual_seed(12)
+    host_a, host_b = (torch.randn(shape, generator=generator).pin_memory() for shape in ((1024, 768), (768, 512)))
+    a = torch.full((1024, 768), float("nan"), device="cuda", requires_grad=True)
+    b = torch.full((768, 512), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        with torch.no_grad():
+            a.copy_(host_a, non_blocking=True)
+            b.copy_(host_b, non_blocking=True)
         y = fst.matmul(a, b)
-        y.sum().backward()
-        result, grad = y.double().cpu(), a.grad.double().cpu()
-    a64, b64 = a.detach().double().cpu(), b.double().cpu()
-    assert relative_error(result, a64 @ b64) < FP32_TOLERANCE
-    assert relative_error(grad, torch.ones(2048, 512, dtype=torch.float64) @ b64.T) < FP32_TOLERANCE
+        weighted_loss(y).backward()
+    side.synchronize()
+    a64, b64 = host_a.double().requires_grad_(), host_b.double()
+    y64 = a64 @ b64
+    weighted_loss(y64).backward()
+    assert relative_error(y, y64) < FP32_TOLERANCE
+    assert relative_error(a.grad, a64.grad) < FP32_TOLERANCE
 
 
 def readme_example(name):

@@ -39,8 +39,8 @@ _FP32_LANES = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
 def device_ordinal(device) -> int:
     """A CUDA device given as an ordinal, a torch.device ("cuda:1") or a CuPy Device, as its ordinal; None is the
     current device. ValueError for a device this machine does not have, TypeError for what is not a device."""
-    if device is None:
-        return _sgemm.current_device()
+    if device is None or (getattr(device, "type", None) == "cuda" and getattr(device, "index", 0) is None):
+        return _sgemm.current_device()  # None, or torch.device("cuda"): the current CUDA device
     if not _is_ordinal(device):
         index = getattr(device, "index", None) if getattr(device, "type", "cuda") == "cuda" else None
         index = getattr(device, "id", None) if index is None and getattr(device, "type", None) is None else index
@@ -111,7 +111,8 @@ def auto_kernel(M: int, N: int, K: int, device=None) -> str:
     """The kernel that kernel="auto" runs for an M x N x K problem on `device` (an ordinal, a torch.device or a
     CuPy Device; the current device when None): the one measured fastest at the nearest tuned shape on that GPU
     (python -m fastsgemm.tune), FP32-accurate rungs only; "cublas" where that GPU was never tuned, "cpu" without a
-    usable GPU. Device operands are computed on their own GPU, with the kernel this names for that GPU."""
+    usable GPU (CudaError then if a device was named). Device operands are computed on their own GPU, with the
+    kernel this names for that GPU."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -179,8 +180,8 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
         if op is not None and op.shape != (m, n):
             raise ValueError(f"{op.name} must have shape {(m, n)} for A {a.shape} @ B {b.shape}, got {op.shape}")
 
-    if choice is None:  # for the operands' GPU, which the work runs on whichever device is current
-        choice = auto_choice_on(operand_device(a), m, n, k)
+    if choice is None:  # for the operands' GPU (the first that names one), which the work runs on
+        choice = auto_choice_on(next((d for d in map(operand_device, operands) if d is not None), None), m, n, k)
 
     if o is None:
         result = empty_like_framework(a, (m, n))

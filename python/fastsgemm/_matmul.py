@@ -207,7 +207,7 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
             if op.producer_stream is not None:
                 _sgemm.stream_wait(stream, op.producer_stream)
         strides = (a_strides[-2:], b_strides[-2:], o_strides[-2:])
-        device = operand_device(x)
+        device = next((d for d in map(operand_device, (x, y, o)) if d is not None), None)
         for index in np.ndindex(*outer):
             firsts = [ptr + 4 * sum(i * s for i, s in zip(index, offsets))
                       for ptr, offsets in zip((x.ptr, y.ptr, o.ptr), outer_steps)]

@@ -12,8 +12,9 @@ of tasks along K: the first task makes the block (fastsgemm.sgemm), and each lat
 same block in place (sgemm with beta = 1 and out = the block). Dask's own matmul instead makes every partial
 product as a block of its own and sums them afterwards, which holds K/chunk partial blocks in memory and reads
 them all again. The block a chain passes along is that chain's alone: no other task reads it, so updating it in
-place is safe under every Dask scheduler. (A chain that fails part way is computed again from its first task,
-since the block it passed along is lost with it; Dask does that by itself when a worker is lost.)
+place is safe on every Dask scheduler when each task runs once. It is not safe to run a task of a chain twice:
+its input block may already hold its product (the input and output of a chain task are one object). So do not
+ask Dask to retry these tasks (`retries=`); an error in one fails the computation, which can be started again.
 
 Chunks. Any chunking works. The K chunks of x (its column chunks) and of y (its row chunks) must line up for the
 products to exist; where they do not, the operand whose chunks move fewer bytes is rechunked along K to the

@@ -12,8 +12,9 @@ The product is the operator `torch.ops.fastsgemm.matmul(a, b, kernel)`, register
 - Its forward is fastsgemm.matmul, on the tensors' device and torch's current stream there (CPU tensors go
   through fastsgemm's host path).
 - Its backward is two more calls of the same operator on transposed views (`.mT`), with no copies:
-  dA = dC @ B^T and dB = A^T @ dC, each laid out as its operand is (a column-major B, such as Linear's
-  transposed weight, gets a column-major dB, so autograd hands it to the parameter without a copy). A stack broadcast against the other operand has its gradient summed over
+  dA = dC @ B^T and dB = A^T @ dC. A 2-D operand that is column-major (Linear's transposed weight) gets its
+  gradient column-major too, so autograd hands it to the parameter without a copy; stacked operands get
+  row-major gradients. A stack broadcast against the other operand has its gradient summed over
   the broadcast dimensions; where B is one matrix shared by a stack of A (a Linear layer on a batch), dB is
   a single product over the whole stack, A and dC seen as tall matrices.
 - Its fake implementation gives the result's shape, dtype and device without computing anything, which is
@@ -62,7 +63,10 @@ def _matmul_shape(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor
     if isinstance(k, int) and isinstance(k2, int) and k != k2:
         raise ValueError(message)  # as the operator itself raises
     torch._check(k == k2, lambda: message)  # symbolic sizes (dynamic shapes): a guard, not a Python bool
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    try:
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"matmul: the stacks of A {tuple(a.shape)} and B {tuple(b.shape)} do not broadcast") from None
     shape = tuple(batch) + tuple(a.shape[-2:-1]) + tuple(b.shape[-1:] if b.dim() >= 2 else ())
     return a.new_empty(shape)
 
