@@ -114,3 +114,34 @@ def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_
     assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
     exact = reference(A, B)
     assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+
+
+@pytest.mark.parametrize("kernel, parts", [("tf32x3", 2), ("tf32", 1)])
+def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, rng):
+    """Packed operands larger than what the workspace pool keeps between calls (a 64th of the GPU's memory,
+    kernels/support/workspace_pool.c) are packed and multiplied in K panels, each adding onto D
+    (kernels/hopper/pack.cuh): checked for the product, for alpha and beta with C, and for C updated in place.
+    K is about 1.6 times what fits, and not a multiple of the 32-deep k-tiles: two panels, the last ragged."""
+    from conftest import tolerance
+
+    m, n = 2048, 2048
+    keeps = fastsgemm.device_info()["total_memory_bytes"] // 64
+    k = int(1.6 * keeps / (4 * parts * (m + n))) // 32 * 32 + 5
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    rows = np.r_[0:16, m - 16:m]
+    exact = A[rows].astype(np.float64) @ B.astype(np.float64)
+    dA, dB = fastsgemm.to_device(A), fastsgemm.to_device(B)
+    del B
+
+    def error(result, expected):
+        return np.linalg.norm(result.numpy()[rows] - expected) / np.linalg.norm(expected)
+
+    out = fastsgemm.to_device(np.full((m, n), np.nan, np.float32))
+    fastsgemm.sgemm(dA, dB, out=out, kernel=kernel)
+    assert error(out, exact) < tolerance(kernel)
+    with_c = 2.0 * exact - 0.5 * C[rows]
+    fastsgemm.sgemm(dA, dB, fastsgemm.to_device(C), alpha=2.0, beta=-0.5, out=out, kernel=kernel)
+    assert error(out, with_c) < tolerance(kernel)
+    in_place = fastsgemm.to_device(C)
+    fastsgemm.sgemm(dA, dB, in_place, alpha=2.0, beta=-0.5, out=in_place, kernel=kernel)
+    assert error(in_place, with_c) < tolerance(kernel)

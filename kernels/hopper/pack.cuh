@@ -97,12 +97,39 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(PackOperand a, PackO
     }
 }
 
+/* How many k-tiles of both operands one K panel packs. The workspace pool
+ * keeps a 64th of the GPU's memory between calls (workspace_pool.c); a
+ * workspace past that is mapped afresh on every call, which cost more than
+ * the GEMM itself: tf32x3 ran 16384^3 at 74 TFLOP/s and 32768^3 at 65,
+ * against 126 at 8192^3, whose 1 GiB workspace stays mapped
+ * (benchmarks/NOTES.md). So a problem whose packed operands would not fit in
+ * what the pool keeps is packed and multiplied in K panels that do, of equal
+ * depth; each panel then adds onto D, which costs a read and a write of D per
+ * panel: small against a panel's product, which is at least 8 k-tiles deep.
+ * Split-K calls (k_slice > 0: small outputs, long K) keep one panel. */
+template <int PARTS>
+int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, cudaMemPool_t pool) {
+    uint64_t kept = 0;
+    if (g.k_slice > 0 || cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return tiles_k;
+    }
+    const uint64_t bytes_per_k_tile = (uint64_t)row_tiles * PARTS * kTileFloats * sizeof(float);
+    const int64_t fit = (int64_t)(kept / bytes_per_k_tile);
+    if (fit >= tiles_k) return tiles_k;
+    const int64_t panels = ceil_div(tiles_k, fit > 8 ? fit : (int64_t)8);
+    return ceil_div(tiles_k, panels);
+}
+
 /* Packs A (row_tiles_a row tiles) and B (row_tiles_b) into a workspace, calls
- * gemm(packed_a, packed_b, tiles_k) to enqueue the GEMM on `stream`, and frees
- * the workspace after it in stream order. *launched stays false, and nothing
- * is enqueued, when the packed path cannot run: k == 0 (D = beta C, nothing
- * to pack), grids past a dimension's limit, or no memory for the workspace;
- * the caller's mma.sync path takes the call then. */
+ * gemm(problem, packed_a, packed_b, tiles_k) to enqueue the GEMM of `problem`
+ * on `stream`, and frees the workspace after it in stream order; in K panels
+ * (k_panel_tiles) where the whole K would need more workspace than the pool
+ * keeps: panel 0 is alpha A_0 B_0 + beta C, panel p > 0 alpha A_p B_p + D,
+ * into D, in order. *launched stays false, and nothing is enqueued, when the
+ * packed path cannot run: k == 0 (D = beta C, nothing to pack), grids past a
+ * dimension's limit, or no memory for the workspace; the caller's mma.sync
+ * path takes the call then. */
 template <int PARTS, typename Gemm>
 cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t row_tiles_b, cudaStream_t stream,
                                  bool *launched, Gemm &&gemm) {
@@ -110,11 +137,12 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     if (g.k == 0) return cudaSuccess;
     const int64_t tiles_k = ceil_div(g.k, kBK);
     if ((row_tiles_a + row_tiles_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
-    const int64_t floats_a = row_tiles_a * tiles_k * PARTS * kTileFloats;
-    const size_t bytes = (size_t)(floats_a + row_tiles_b * tiles_k * PARTS * kTileFloats) * sizeof(float);
     cudaMemPool_t pool;
     cudaError_t err = fsg_workspace_pool(&pool);
     if (err != cudaSuccess) return err;
+    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, row_tiles_a + row_tiles_b, tiles_k, pool);
+    const int64_t floats_a = row_tiles_a * panel_tiles * PARTS * kTileFloats;
+    const size_t bytes = (size_t)(floats_a + row_tiles_b * panel_tiles * PARTS * kTileFloats) * sizeof(float);
     float *packed = nullptr;
     err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
     if (err == cudaErrorMemoryAllocation) {
@@ -123,11 +151,23 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     }
     if (err != cudaSuccess) return err;
     *launched = true;
-    const PackOperand a = {g.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a * tiles_k};
-    const PackOperand b = {g.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b * tiles_k};
-    pack_kernel<PARTS><<<(unsigned)(a.tiles + b.tiles), kPackThreads, 0, stream>>>(a, b, g.k, tiles_k);
-    gemm((const float *)packed, (const float *)(packed + floats_a), (int)tiles_k);
-    err = cudaGetLastError();
+    for (int64_t k0 = 0; k0 < g.k && err == cudaSuccess; k0 += panel_tiles * kBK) {
+        fsg_gemm panel = g;  // A's columns and B's rows [k0, k0 + depth)
+        panel.a += g.a_trans ? k0 * g.lda : k0;
+        panel.b += g.b_trans ? k0 : k0 * g.ldb;
+        panel.k = g.k - k0 < panel_tiles * kBK ? g.k - k0 : panel_tiles * kBK;
+        if (k0 > 0) {  // onto the panels before
+            panel.c = g.d;
+            panel.ldc = g.ldd;
+            panel.beta = 1.0f;
+        }
+        const int64_t panel_k_tiles = ceil_div(panel.k, kBK);
+        const PackOperand a = {panel.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a * panel_k_tiles};
+        const PackOperand b = {panel.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b * panel_k_tiles};
+        pack_kernel<PARTS><<<(unsigned)(a.tiles + b.tiles), kPackThreads, 0, stream>>>(a, b, panel.k, panel_k_tiles);
+        gemm(panel, (const float *)packed, (const float *)(packed + floats_a), (int)panel_k_tiles);
+        err = cudaGetLastError();
+    }
     const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
     return err != cudaSuccess ? err : freed;
 }
@@ -151,10 +191,11 @@ cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g
         return cudaSuccess;
     }
     return with_packed_operands<PARTS>(g, tiles_m, ceil_div(tiles_n * BN, (int64_t)kPackRows), stream, launched,
-                                       [&](const float *packed_a, const float *packed_b, int tiles_k) {
-                                           const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(g));
-                                           launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, g, packed_a,
-                                                            packed_b, tiles_k);
+                                       [&](const fsg_gemm &problem, const float *packed_a, const float *packed_b,
+                                           int tiles_k) {
+                                           const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(problem));
+                                           launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, problem,
+                                                            packed_a, packed_b, tiles_k);
                                        });
 }
 
