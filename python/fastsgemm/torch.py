@@ -35,16 +35,25 @@ from . import _matmul
 __all__ = ["Linear", "matmul"]
 
 
-@torch.library.custom_op("fastsgemm::matmul", mutates_args=())
-def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
-    # The operator's inputs may require grad; fastsgemm reads their memory only, so detach (no copy).
-    a, b = a.detach(), b.detach()
+def _compute(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
     if a.device.type == "cpu" and b.device.type == "cpu":
         # CPU tensors: through NumPy views (no copies); the result comes back as a NumPy array, shared as a tensor.
         import numpy as np
 
         return torch.from_numpy(np.asarray(_matmul.matmul(a.numpy(), b.numpy(), kernel=kernel)))
     return _matmul.matmul(a, b, kernel=kernel)
+
+
+@torch.library.custom_op("fastsgemm::matmul", mutates_args=())
+def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    # The operator's inputs may require grad; fastsgemm reads their memory only, so detach (no copy).
+    a, b = a.detach(), b.detach()
+    if a.dim() > 2 and b.dim() == 2 and a.is_contiguous():
+        # A stack times one matrix (a layer on a batch) is one tall product: as two matrices it takes fastsgemm's
+        # C fast path, one pass over the operands, where a stack would take the Python one.
+        rows = a.reshape(-1, a.shape[-1])  # a view: a is contiguous
+        return _compute(rows, b, kernel).reshape(*a.shape[:-1], b.shape[-1])
+    return _compute(a, b, kernel)
 
 
 @_matmul_operator.register_fake
