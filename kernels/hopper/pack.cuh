@@ -106,14 +106,12 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(PackOperand a, PackO
  * what the pool keeps is packed and multiplied in K panels that do, of equal
  * depth; each panel then adds onto D, which costs a read and a write of D per
  * panel: small against a panel's product, which is at least 8 k-tiles deep.
- * Split-K calls (k_slice > 0: small outputs, long K) keep one panel. */
+ * Split-K calls (k_slice > 0: small outputs, long K) keep one panel. `kept`
+ * comes from fsg_workspace_pool, remembered when the pool was made: asking
+ * the pool here would invalidate a stream capture. */
 template <int PARTS>
-int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, cudaMemPool_t pool) {
-    uint64_t kept = 0;
-    if (g.k_slice > 0 || cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return tiles_k;
-    }
+int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, uint64_t kept) {
+    if (g.k_slice > 0 || kept == 0) return tiles_k;  // kept == 0: a pool that keeps nothing, panels or not
     const uint64_t bytes_per_k_tile = (uint64_t)row_tiles * PARTS * kTileFloats * sizeof(float);
     const int64_t fit = (int64_t)(kept / bytes_per_k_tile);
     if (fit >= tiles_k) return tiles_k;
@@ -138,9 +136,10 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     const int64_t tiles_k = ceil_div(g.k, kBK);
     if ((row_tiles_a + row_tiles_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
     cudaMemPool_t pool;
-    cudaError_t err = fsg_workspace_pool(&pool);
+    uint64_t kept;
+    cudaError_t err = fsg_workspace_pool(&pool, &kept);
     if (err != cudaSuccess) return err;
-    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, row_tiles_a + row_tiles_b, tiles_k, pool);
+    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, row_tiles_a + row_tiles_b, tiles_k, kept);
     const int64_t floats_a = row_tiles_a * panel_tiles * PARTS * kTileFloats;
     const size_t bytes = (size_t)(floats_a + row_tiles_b * panel_tiles * PARTS * kTileFloats) * sizeof(float);
     float *packed = nullptr;

@@ -19,8 +19,10 @@
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static cudaMemPool_t pools[MAX_POOLED_DEVICES]; /* by device ordinal; NULL until made */
+static uint64_t pool_keeps[MAX_POOLED_DEVICES];  /* its release threshold, remembered: asking the pool for it
+                                                  * would invalidate a stream capture */
 
-static cudaError_t make_pool(int device, cudaMemPool_t *pool) {
+static cudaError_t make_pool(int device, cudaMemPool_t *pool, uint64_t *keeps) {
     size_t free_bytes, total_bytes;
     cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
     if (err != cudaSuccess) return err;
@@ -33,15 +35,20 @@ static cudaError_t make_pool(int device, cudaMemPool_t *pool) {
     uint64_t keep = total_bytes / 64;
     err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep);
     if (err != cudaSuccess) (void)cudaMemPoolDestroy(*pool);
+    *keeps = keep;
     return err;
 }
 
-cudaError_t fsg_workspace_pool(cudaMemPool_t *pool) {
+cudaError_t fsg_workspace_pool(cudaMemPool_t *pool, uint64_t *keeps) {
     int device;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
-    // Past the table (a machine with more than 64 GPUs), the device's default pool: slower, still correct.
-    if (device < 0 || device >= MAX_POOLED_DEVICES) return cudaDeviceGetDefaultMemPool(pool, device);
+    // Past the table (a machine with more than 64 GPUs), the device's default pool: slower, still correct. It
+    // keeps nothing between calls, so no K panels either (hopper/pack.cuh): the whole K, as before them.
+    if (device < 0 || device >= MAX_POOLED_DEVICES) {
+        *keeps = 0;
+        return cudaDeviceGetDefaultMemPool(pool, device);
+    }
     pthread_mutex_lock(&pools_lock);
     if (pools[device] == NULL) {
         // A first call inside a stream capture must not have these device-wide calls invalidate the capture
@@ -49,11 +56,13 @@ cudaError_t fsg_workspace_pool(cudaMemPool_t *pool) {
         enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
         cudaMemPool_t made;
-        err = make_pool(device, &made);
+        uint64_t keep = 0;
+        err = make_pool(device, &made, &keep);
         (void)cudaThreadExchangeStreamCaptureMode(&mode);
-        if (err == cudaSuccess) pools[device] = made;
+        if (err == cudaSuccess) pools[device] = made, pool_keeps[device] = keep;
     }
     *pool = pools[device];
+    *keeps = pool_keeps[device];
     pthread_mutex_unlock(&pools_lock);
     return err;
 }

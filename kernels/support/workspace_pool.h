@@ -5,6 +5,8 @@
 #ifndef FASTSGEMM_WORKSPACE_POOL_H
 #define FASTSGEMM_WORKSPACE_POOL_H
 
+#include <stdint.h>
+
 #include <cuda_runtime_api.h>
 
 #ifdef __cplusplus
@@ -12,8 +14,11 @@ extern "C" {
 #endif
 
 /* The current device's workspace pool, made on first use and kept for the
- * life of the process. Safe to call from any thread. */
-cudaError_t fsg_workspace_pool(cudaMemPool_t *pool);
+ * life of the process, and the bytes it keeps reserved between calls (a
+ * larger workspace is mapped afresh each time). Safe to call from any
+ * thread, and inside a stream capture: nothing is asked of the pool after it
+ * is made. */
+cudaError_t fsg_workspace_pool(cudaMemPool_t *pool, uint64_t *keeps);
 
 #ifdef __cplusplus
 }
