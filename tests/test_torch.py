@@ -75,6 +75,18 @@ def test_every_kind_of_rung_gives_the_gradient(kernel):
 
 
 @pytest.mark.parametrize("device, kernel", devices())
+def test_a_sum_loss_whose_gradient_has_stride_zero(device, kernel):
+    """loss.sum() hands the layer an expanded gradient (every stride 0): one tall product on it, still right."""
+    layer = fst.Linear(40, 24, device=device, kernel=kernel)
+    x = torch.randn(3, 7, 40, device=device, requires_grad=True)
+    layer(x).sum().backward()
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, layer.weight, layer.bias))
+    torch.nn.functional.linear(x64, w64, b64).sum().backward()
+    for value, reference in ((x.grad, x64.grad), (layer.weight.grad, w64.grad), (layer.bias.grad, b64.grad)):
+        assert relative_error(value, reference) < FP32_TOLERANCE
+
+
+@pytest.mark.parametrize("device, kernel", devices())
 def test_gradcheck_in_float32(device, kernel):
     generator = torch.Generator().manual_seed(11)
     inputs = [torch.randn(shape, generator=generator).to(device).requires_grad_()

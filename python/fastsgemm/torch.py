@@ -48,11 +48,17 @@ def _compute(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
 def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
     # The operator's inputs may require grad; fastsgemm reads their memory only, so detach (no copy).
     a, b = a.detach(), b.detach()
-    if a.dim() > 2 and b.dim() == 2 and a.is_contiguous():
+    if a.dim() > 2 and b.dim() == 2:
         # A stack times one matrix (a layer on a batch) is one tall product: as two matrices it takes fastsgemm's
-        # C fast path, one pass over the operands, where a stack would take the Python one.
-        rows = a.reshape(-1, a.shape[-1])  # a view: a is contiguous
-        return _compute(rows, b, kernel).reshape(*a.shape[:-1], b.shape[-1])
+        # C fast path, one pass over the operands, where a stack would take the Python one, product by product.
+        # Any stack whose rows merge into one dimension without a copy will do: a contiguous one, and the
+        # expanded (stride 0) gradient a .sum() loss hands back, which fastsgemm then reads as one matrix.
+        try:
+            rows = a.view(-1, a.shape[-1])
+        except RuntimeError:  # strides that do not merge: the stack path
+            rows = None
+        if rows is not None:
+            return _compute(rows, b, kernel).reshape(*a.shape[:-1], b.shape[-1])
     return _compute(a, b, kernel)
 
 
