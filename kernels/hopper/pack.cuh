@@ -167,6 +167,8 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
         gemm(panel, (const float *)packed, (const float *)(packed + floats_a), (int)panel_k_tiles);
         err = cudaGetLastError();
     }
+    // A launch that fails after panel 0 leaves D holding the panels before it (and C overwritten where C is D):
+    // the error goes to the caller, which raises it; nothing retries the call on another path.
     const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
     return err != cudaSuccess ? err : freed;
 }

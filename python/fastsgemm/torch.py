@@ -37,7 +37,7 @@ __all__ = ["Linear", "matmul"]
 
 def _strided_matrix(t: torch.Tensor) -> bool:
     """A matrix neither row- nor column-major (an expanded gradient, a strided slice): fastsgemm copies such an
-    operand before its kernel runs, and reads it on its general path, in Python."""
+    operand before its kernel runs, into memory from the device's default stream-ordered pool."""
     if t.dim() != 2:
         return False
     rows, cols = t.shape
@@ -48,8 +48,8 @@ def _strided_matrix(t: torch.Tensor) -> bool:
 
 def _compute(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
     if a.device.type == "cuda":
-        # Make the copy fastsgemm would make anyway here, so the call keeps the C fast path (about 100 us of
-        # Python saved a call: what a training step with a .sum() loss paid twice in its backward).
+        # Make the copy fastsgemm would make anyway here, in torch's caching allocator (what a training step
+        # with a .sum() loss needs twice in its backward: its gradient is expanded, every stride 0).
         a, b = (t.contiguous() if _strided_matrix(t) else t for t in (a, b))
     if a.device.type == "cpu" and b.device.type == "cpu":
         # CPU tensors: through NumPy views (no copies); the result comes back as a NumPy array, shared as a tensor.
