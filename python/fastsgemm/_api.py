@@ -39,11 +39,15 @@ _FP32_LANES = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
 def device_ordinal(device) -> int:
     """A CUDA device given as an ordinal, a torch.device ("cuda:1") or a CuPy Device, as its ordinal; None is the
     current device. ValueError for a device this machine does not have, TypeError for what is not a device."""
-    if device is None or (getattr(device, "type", None) == "cuda" and getattr(device, "index", 0) is None):
-        return _sgemm.current_device()  # None, or torch.device("cuda"): the current CUDA device
+    if device is None:
+        return _sgemm.current_device()
     if not _is_ordinal(device):
-        index = getattr(device, "index", None) if getattr(device, "type", "cuda") == "cuda" else None
-        index = getattr(device, "id", None) if index is None and getattr(device, "type", None) is None else index
+        if getattr(device, "type", None) == "cuda":  # a torch.device; torch.device("cuda") is the current device
+            index = _sgemm.current_device() if device.index is None else device.index
+        elif not hasattr(device, "type"):  # a CuPy Device
+            index = getattr(device, "id", None)
+        else:
+            index = None
         if not _is_ordinal(index):
             raise TypeError(f"device must be a CUDA device ordinal, a torch.device('cuda:N') or a CuPy Device; "
                             f"got {device!r}")

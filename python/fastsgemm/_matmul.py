@@ -94,13 +94,13 @@ def matmul(a, b, *, out=None, kernel="auto"):
             raise ValueError(f"A is a {x.side} array ({describe(x.source)}) but {op.name} is a {op.side} array "
                              f"({describe(op.source)}); put all operands on the same side")
     batch, m, k, n, shape = _result_shape(x.shape, y.shape)
+    device = None  # the operands' GPU, which the work runs on whichever is current: they must all live on it
     if x.side == CUDA:
-        # The work runs on the operands' GPU, whichever is current: they must all live on that one.
-        on = [(op.name, device) for op in (x, y, o) if op is not None
-              for device in (operand_device(op),) if device is not None]
-        if len({device for _, device in on}) > 1:
+        on = [(op.name, d) for op in (x, y, o) if op is not None for d in (operand_device(op),) if d is not None]
+        if len({d for _, d in on}) > 1:
             raise ValueError(f"matmul: operands live on different CUDA devices: "
-                             f"{', '.join(f'{name} on device {device}' for name, device in on)}; put them on one")
+                             f"{', '.join(f'{name} on device {d}' for name, d in on)}; put them on one")
+        device = on[0][1] if on else None
     if o is not None and tuple(o.shape) != shape:
         raise ValueError(f"matmul: out has shape {tuple(o.shape)}; A {tuple(x.shape)} @ B {tuple(y.shape)} "
                          f"needs {shape}")
@@ -112,7 +112,7 @@ def matmul(a, b, *, out=None, kernel="auto"):
         else:
             computed = _host_matmul(x.core, y.core, target, batch, shape, kernel)
         return out if out is not None else computed
-    return _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream)
+    return _device_matmul(x, y, o, batch, m, k, n, shape, choice, device, stream)
 
 
 def _host_matmul(a, b, out, batch, shape, kernel):
@@ -175,7 +175,7 @@ def _overlaps(op, other):
     return lo1 < hi2 and lo2 < hi1
 
 
-def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
+def _device_matmul(x, y, o, batch, m, k, n, shape, choice, device, stream):
     result = None
     if o is None:
         result = empty_like_framework(x, shape)
@@ -184,12 +184,12 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
         # Products run one by one: an out over A or B would feed a later product a result. Compute into a
         # temporary, then copy it over out, matrix by matrix, in stream order after the products.
         scratch = DeviceArray.empty((max(math.prod(shape[:-1]), 1), shape[-1] if shape else 1),
-                                    device=operand_device(o))
+                                    device=device)
         device_buffer(scratch).share()  # read on `stream`: freed only after the device has synchronized
         ptr = matrix_core(scratch)[0]
         temporary = Operand("out", CUDA, shape, None, scratch, "fastsgemm", ptr=ptr,
                             strides=c_contiguous_strides(shape))
-        _device_matmul(x, y, temporary, batch, m, k, n, shape, choice, stream)
+        _device_matmul(x, y, temporary, batch, m, k, n, shape, choice, device, stream)
         axes = sorted(([-2] if len(x.shape) == 1 else []) + ([-1] if len(y.shape) == 1 else []))
         (t_shape, t_strides), (o_shape, o_strides) = _matrix_view(temporary, axes), _matrix_view(o, axes)
         if o.producer_stream is not None:
@@ -212,7 +212,6 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, stream):
             if op.producer_stream is not None:
                 _sgemm.stream_wait(stream, op.producer_stream)
         strides = (a_strides[-2:], b_strides[-2:], o_strides[-2:])
-        device = next((d for d in map(operand_device, (x, y, o)) if d is not None), None)
         for index in np.ndindex(*outer):
             firsts = [ptr + 4 * sum(i * s for i, s in zip(index, offsets))
                       for ptr, offsets in zip((x.ptr, y.ptr, o.ptr), outer_steps)]

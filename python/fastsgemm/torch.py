@@ -28,6 +28,7 @@ Importing this module imports torch; `import fastsgemm` alone never does.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from . import _matmul
@@ -35,26 +36,9 @@ from . import _matmul
 __all__ = ["Linear", "matmul"]
 
 
-def _strided_matrix(t: torch.Tensor) -> bool:
-    """A matrix neither row- nor column-major (an expanded gradient, a strided slice): fastsgemm copies such an
-    operand before its kernel runs, into memory from the device's default stream-ordered pool."""
-    if t.dim() != 2:
-        return False
-    rows, cols = t.shape
-    row_major = t.stride(1) == 1 and t.stride(0) >= max(1, cols)
-    column_major = t.stride(0) == 1 and t.stride(1) >= max(1, rows)
-    return not (row_major or column_major or t.numel() == 0)
-
-
 def _compute(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
-    if a.device.type == "cuda":
-        # Make the copy fastsgemm would make anyway here, in torch's caching allocator (what a training step
-        # with a .sum() loss needs twice in its backward: its gradient is expanded, every stride 0).
-        a, b = (t.contiguous() if _strided_matrix(t) else t for t in (a, b))
     if a.device.type == "cpu" and b.device.type == "cpu":
         # CPU tensors: through NumPy views (no copies); the result comes back as a NumPy array, shared as a tensor.
-        import numpy as np
-
         return torch.from_numpy(np.asarray(_matmul.matmul(a.numpy(), b.numpy(), kernel=kernel)))
     return _matmul.matmul(a, b, kernel=kernel)
 
