@@ -182,10 +182,12 @@ int choose_kernel(long index, long config, kernel_choice *choice) {
     if (config < 0) {
         choice->launch = rung->launch;
         choice->max_dim = rung->max_dim;
+        choice->launch_batch = rung->launch_batch;
         snprintf(choice->name, sizeof choice->name, "%s", rung->name);
     } else {
         choice->launch = rung->configs[config].launch;
         choice->max_dim = rung->configs[config].max_dim;
+        choice->launch_batch = rung->configs[config].launch_batch;
         snprintf(choice->name, sizeof choice->name, "%s:%s", rung->name, rung->configs[config].name);
     }
     return 0;
@@ -206,54 +208,85 @@ int parse_kernel(PyObject *obj, kernel_choice *choice) {
 
 /* ---- running one GEMM ---- */
 
-int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
-             cudaStream_t stream) {
-    const fsg_rung *rung = kernel->rung;
-    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
-    if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
-        (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
-        PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",
-                     (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
-                     (long long)out->rows, (long long)out->cols);
-        return -1;
-    }
-    if (beta != 0.0 && c == NULL) {
-        PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
-        return -1;
-    }
-    if (fsg_elements_overlap(out)) {  // every element would receive whichever write came last
-        PyErr_Format(PyExc_ValueError,
-                     "out's elements overlap: shape (%lld, %lld) with strides (%lld, %lld) elements names some "
-                     "memory twice; pass an out whose elements are distinct",
-                     (long long)out->rows, (long long)out->cols, (long long)out->rs, (long long)out->cs);
-        return -1;
-    }
-    // The work runs on the operands' GPU, whichever is current; they must all live on that one.
+/* What every call checks before it runs, with the GIL held: one side for all
+ * operands, one GPU for the device ones (its ordinal in *device, -1 for host
+ * operands), a kernel that runs on that side and takes this M and N. Returns
+ * 0, or -1 with ValueError set. */
+static int check_placement(const kernel_choice *kernel, const operand *ops, int count, int *device) {
     static const char *const names[4] = {"A", "B", "out", "C"};
-    int device = -1, device_of = -1;
+    const fsg_matrix *a = &ops[0].mat;
+    int device_of = -1;
+    *device = -1;
+    // The work runs on the operands' GPU, whichever is current; they must all live on that one.
     for (int i = 0; i < count; ++i) {
         if (ops[i].mat.side != a->side) {
             PyErr_SetString(PyExc_ValueError, "host and device operands cannot be mixed in one call");
             return -1;
         }
-        if (ops[i].device >= 0 && device >= 0 && ops[i].device != device) {
+        if (ops[i].device >= 0 && *device >= 0 && ops[i].device != *device) {
             PyErr_Format(PyExc_ValueError,
                          "operands live on different CUDA devices: %s on device %d, %s on device %d; put them on one",
-                         names[device_of], device, names[i], ops[i].device);
+                         names[device_of], *device, names[i], ops[i].device);
             return -1;
         }
-        if (ops[i].device >= 0 && device < 0) device = ops[i].device, device_of = i;
+        if (ops[i].device >= 0 && *device < 0) *device = ops[i].device, device_of = i;
     }
-    if (rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
+    if (kernel->rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
         PyErr_Format(PyExc_ValueError, "kernel '%s' runs on the host and takes host arrays, not device arrays",
-                     rung->name);
+                     kernel->rung->name);
         return -1;
     }
-    if (a->rows > kernel->max_dim || b->cols > kernel->max_dim) {
+    const int64_t m = ops[2].mat.rows, n = ops[2].mat.cols;
+    if (m > kernel->max_dim || n > kernel->max_dim) {
         PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", kernel->name,
-                     (long long)kernel->max_dim, (long long)a->rows, (long long)b->cols);
+                     (long long)kernel->max_dim, (long long)m, (long long)n);
         return -1;
     }
+    return 0;
+}
+
+/* Raises what a failed launch returned; -1. */
+static int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_t err) {
+    char what[128];
+    snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel->name);
+    raise_cuda_error(st, err, what);
+    return -1;
+}
+
+/* ValueError (1) for an out that names some memory twice: every such element would receive whichever write came
+ * last. 0 otherwise. */
+static int refuse_overlapping_out(const fsg_matrix *out) {
+    if (!fsg_elements_overlap(out)) return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "out's elements overlap: shape (%lld, %lld) with strides (%lld, %lld) elements names some "
+                 "memory twice; pass an out whose elements are distinct",
+                 (long long)out->rows, (long long)out->cols, (long long)out->rs, (long long)out->cs);
+    return 1;
+}
+
+static int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, const fsg_matrix *c) {
+    if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
+        (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
+        PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",
+                     (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
+                     (long long)out->rows, (long long)out->cols);
+        return 0;
+    }
+    return 1;
+}
+
+int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
+             cudaStream_t stream) {
+    const fsg_rung *rung = kernel->rung;
+    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
+    if (!shapes_agree(a, b, out, c)) return -1;
+    if (beta != 0.0 && c == NULL) {
+        PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
+        return -1;
+    }
+    if (refuse_overlapping_out(out)) return -1;
+    int device;
+    if (check_placement(kernel, ops, count, &device) < 0) return -1;
     int previous_device;
     if (enter_device(st, device, &previous_device) < 0) return -1;
     cudaError_t err;
@@ -270,13 +303,79 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
         Py_END_ALLOW_THREADS
     }
     leave_device(previous_device);
-    if (err != cudaSuccess) {
-        char what[128];
-        snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel->name);
-        raise_cuda_error(st, err, what);
+    return err != cudaSuccess ? raise_kernel_error(st, kernel, err) : 0;
+}
+
+/* Whether the elements of a stack of `count` matrices m, `step` apart, are
+ * all distinct, proved the simple way: with its dimensions in order of stride
+ * size, each stride passes the span of the smaller ones. False may be a false
+ * alarm (an interleaving that happens to miss), never a wrong yes. */
+static int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step) {
+    int64_t extent[3] = {m->rows, m->cols, count}, stride[3] = {m->rs, m->cs, step};
+    for (int i = 0; i < 3; ++i) stride[i] = stride[i] < 0 ? -stride[i] : stride[i];
+    for (int i = 1; i < 3; ++i)  // insertion sort by stride
+        for (int j = i; j > 0 && stride[j] < stride[j - 1]; --j) {
+            int64_t t = stride[j]; stride[j] = stride[j - 1]; stride[j - 1] = t;
+            t = extent[j]; extent[j] = extent[j - 1]; extent[j - 1] = t;
+        }
+    int64_t span = 0;  // the largest offset the smaller dimensions reach
+    for (int i = 0; i < 3; ++i) {
+        if (extent[i] <= 1) continue;
+        if (stride[i] <= span) return 0;
+        if (__builtin_mul_overflow(extent[i] - 1, stride[i], &extent[i]) || __builtin_add_overflow(span, extent[i], &span))
+            return 0;
+    }
+    return 1;
+}
+
+void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi) {
+    const int64_t reach[3] = {(m->rows - 1) * m->rs, (m->cols - 1) * m->cs, (count - 1) * step};
+    *lo = *hi = (int64_t)(uintptr_t)m->ptr;
+    for (int i = 0; i < 3; ++i) {
+        if (reach[i] < 0) *lo += reach[i] * (int64_t)sizeof(float);
+        else *hi += reach[i] * (int64_t)sizeof(float);
+    }
+    *hi += sizeof(float);
+}
+
+int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
+              cudaStream_t stream) {
+    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat;
+    if (!shapes_agree(a, b, out, NULL)) return -1;
+    if (count < 0) {
+        PyErr_Format(PyExc_ValueError, "a stack of %lld products", (long long)count);
         return -1;
     }
-    return 0;
+    if (count == 0 || out->rows == 0 || out->cols == 0) return 0;
+    if (refuse_overlapping_out(out)) return -1;
+    int64_t out_lo, out_hi;
+    stack_span(out, count, steps[2], &out_lo, &out_hi);
+    for (int i = 0; i < 2; ++i) {
+        int64_t lo, hi;
+        stack_span(&ops[i].mat, count, steps[i], &lo, &hi);
+        if (lo < out_hi && out_lo < hi) {
+            PyErr_Format(PyExc_ValueError, "out overlaps %s in a stack of products; compute into a new array",
+                         i == 0 ? "A" : "B");
+            return -1;
+        }
+    }
+    int device;
+    if (check_placement(kernel, ops, 3, &device) < 0) return -1;
+    if (a->side != FSG_DEVICE) {
+        PyErr_SetString(PyExc_ValueError, "a stack of products in one call takes device operands");
+        return -1;
+    }
+    int previous_device;
+    if (enter_device(st, device, &previous_device) < 0) return -1;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    // A stack whose out may name an element twice runs product by product, in order, the last write winning.
+    const fsg_batch_launcher launch_batch = stack_distinct(out, count, steps[2]) ? kernel->launch_batch : NULL;
+    err = fsg_run_batch(kernel->rung, kernel->launch, launch_batch, a, b, out, count, steps[0], steps[1], steps[2],
+                        stream);
+    Py_END_ALLOW_THREADS
+    leave_device(previous_device);
+    return err != cudaSuccess ? raise_kernel_error(st, kernel, err) : 0;
 }
 
 /* ---- gemm(kernel, a, b, c, out, alpha, beta, stream) ---- */
@@ -309,6 +408,59 @@ static PyObject *gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (run_gemm(st, &kernel, ops, count, alpha, beta, stream) < 0) goto exit;
     result = Py_NewRef(Py_None);
 
+exit:
+    for (int i = 0; i < parsed; ++i) release_operand(&ops[i]);
+    return result;
+}
+
+/* ---- gemm_batch(kernel, a, b, out, count, step_a, step_b, step_out, stream) ---- */
+
+static PyObject *gemm_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = get_state(module);
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "gemm_batch(kernel, a, b, out, count, step_a, step_b, step_out, stream) takes 9 arguments");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    operand ops[3];
+    int parsed = 0;
+    static const char *const names[3] = {"A", "B", "out"};
+    kernel_choice kernel;
+    int64_t count, steps[3];
+    cudaStream_t stream;
+    const bool automatic = args[0] == Py_None;  // kernel="auto": chosen once the stack is known
+    if (!automatic && parse_kernel(args[0], &kernel) < 0) goto exit;
+    count = PyLong_AsLongLong(args[4]);
+    if (count == -1 && PyErr_Occurred()) goto exit;
+    for (int i = 0; i < 3; ++i) {
+        steps[i] = PyLong_AsLongLong(args[5 + i]);
+        if (steps[i] == -1 && PyErr_Occurred()) goto exit;
+    }
+    if (stream_from_object(args[8], &stream) < 0) goto exit;
+    for (; parsed < 3; ++parsed) {
+        if (!PyTuple_Check(args[1 + parsed])) {
+            PyErr_Format(PyExc_TypeError, "gemm_batch: %s must be a device tuple", names[parsed]);
+            goto exit;
+        }
+        if (parse_operand(st, args[1 + parsed], names[parsed], parsed == 2, &ops[parsed]) < 0) goto exit;
+    }
+    for (int i = 0; i < 3; ++i)  // every matrix of the stack, not only the first, inside the allocation
+        if (count > 1 && ops[i].mat.rows > 0 && ops[i].mat.cols > 0 &&
+            check_device_stack(st, &ops[i].mat, count, steps[i], names[i], &ops[i].device) < 0)
+            goto exit;
+    if (automatic) {
+        int64_t problem[4];
+        auto_problem_of_stack(ops, count, steps, problem);
+        int device = ops[0].device >= 0 ? ops[0].device : ops[1].device >= 0 ? ops[1].device : ops[2].device;
+        if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {  // only empty operands: any device's choice
+            cudaGetLastError();
+            device = 0;
+        }
+        if (auto_kernel(&st->fast, device, problem[0], problem[1], problem[2], problem[3], &kernel) < 0) goto exit;
+    }
+    if (run_batch(st, &kernel, ops, count, steps, stream) < 0) goto exit;
+    result = Py_NewRef(Py_None);
 exit:
     for (int i = 0; i < parsed; ++i) release_operand(&ops[i]);
     return result;
@@ -378,15 +530,17 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
         PyObject *configs = PyTuple_New(r->config_count);
         for (int j = 0; configs != NULL && j < r->config_count; ++j) {
             const fsg_config *c = &r->configs[j];
-            PyObject *config = Py_BuildValue("(ssLN)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill));
+            PyObject *config = Py_BuildValue("(ssLNO)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill),
+                                             c->launch_batch != NULL ? Py_True : Py_False);
             if (config == NULL) Py_CLEAR(configs);
             else PyTuple_SET_ITEM(configs, j, config);
         }
         PyObject *item = configs == NULL ? NULL
-                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N,s:N}", "number", r->number, "name", r->name,
-                                       "idea", r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu",
+                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N,s:N,s:O}", "number", r->number, "name",
+                                       r->name, "idea", r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu",
                                        "source", r->source, "max_dim", (long long)r->max_dim, "sass", r->sass,
-                                       "precision", r->precision, "fill", fill_tuple(&r->fill), "configs", configs);
+                                       "precision", r->precision, "fill", fill_tuple(&r->fill), "configs", configs,
+                                       "batched", r->launch_batch != NULL ? Py_True : Py_False);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -728,6 +882,12 @@ static PyMethodDef module_methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))gemm, METH_FASTCALL,
      "gemm(kernel, a, b, c, out, alpha, beta, stream): out = alpha * a @ b + beta * c with a registry rung number "
      "or (rung number, configuration number)"},
+    {"gemm_batch", (PyCFunction)(void (*)(void))gemm_batch, METH_FASTCALL,
+     "gemm_batch(kernel, a, b, out, count, step_a, step_b, step_out, stream): a stack of products out_p = a_p @ b_p, "
+     "each operand's matrices step elements apart (device tuples); kernel None: auto"},
+    {"matmul_fast", (PyCFunction)(void (*)(void))matmul_fast, METH_FASTCALL,
+     "matmul_fast(A, B, out, kernel): fastsgemm.matmul on 2-D and 3-D torch tensors and CuPy arrays in one C call, "
+     "or NotImplemented"},
     {"sgemm_fast", (PyCFunction)(void (*)(void))sgemm_fast, METH_FASTCALL,
      "sgemm_fast(A, B, C, out, alpha, beta, kernel) -> result, or NotImplemented where the general path must run"},
     {"register_fast_path", (PyCFunction)(void (*)(void))register_fast_path, METH_FASTCALL,

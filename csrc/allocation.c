@@ -61,34 +61,51 @@ static bool all_mapped(CUdeviceptr first, CUdeviceptr last) {
     return true;
 }
 
-/* The first and one-past-last byte offsets from m->ptr that m names, or -1
- * when they do not fit in 64 bits (a description no memory can hold). */
-static int byte_extent(const fsg_matrix *m, int64_t *first, int64_t *last) {
-    int64_t down, across;
-    if (__builtin_mul_overflow(m->rows - 1, m->rs, &down) || __builtin_mul_overflow(m->cols - 1, m->cs, &across))
+/* The first and one-past-last byte offsets from m->ptr that a stack of
+ * `count` matrices m, `step` elements apart, names, or -1 when they do not
+ * fit in 64 bits (a description no memory can hold). */
+static int byte_extent(const fsg_matrix *m, int64_t count, int64_t step, int64_t *first, int64_t *last) {
+    int64_t down, across, along;
+    if (__builtin_mul_overflow(m->rows - 1, m->rs, &down) || __builtin_mul_overflow(m->cols - 1, m->cs, &across) ||
+        __builtin_mul_overflow(count - 1, step, &along))
         return -1;
     int64_t lo, hi;
     if (__builtin_add_overflow(down < 0 ? down : 0, across < 0 ? across : 0, &lo) ||
+        __builtin_add_overflow(lo, along < 0 ? along : 0, &lo) ||
         __builtin_add_overflow(down > 0 ? down : 0, across > 0 ? across : 0, &hi) ||
+        __builtin_add_overflow(hi, along > 0 ? along : 0, &hi) ||
         __builtin_mul_overflow(lo, (int64_t)sizeof(float), first) || __builtin_add_overflow(hi, 1, &hi) ||
         __builtin_mul_overflow(hi, (int64_t)sizeof(float), last))
         return -1;
     return 0;
 }
 
+/* How a stack of count matrices `step` elements apart is named in messages ("" for one matrix). */
+static void describe_stack(int64_t count, int64_t step, char *text, size_t size) {
+    if (count > 1) snprintf(text, size, "%lld matrices %lld elements apart, each of ", (long long)count, (long long)step);
+    else text[0] = '\0';
+}
+
 /* ValueError for a span [from, to) (bytes from the allocation's base) that
  * the allocation cannot hold; returns -1. */
-static int refuse_span(const char *name, const fsg_matrix *m, int64_t from, int64_t to, const char *why, size_t size,
-                       CUdeviceptr base) {
+static int refuse_span(const char *name, const fsg_matrix *m, int64_t count, int64_t step, int64_t from, int64_t to,
+                       const char *why, size_t size, CUdeviceptr base) {
+    char stack[96];
+    describe_stack(count, step, stack, sizeof stack);
     PyErr_Format(PyExc_ValueError,
-                 "%s: shape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes [%lld, %lld) "
-                 "%s %zu bytes (at %p): the operand claims memory it does not have",
-                 name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, (void *)m->ptr,
-                 (long long)from, (long long)to, why, size, (void *)(uintptr_t)base);
+                 "%s: %sshape (%lld, %lld) with strides (%lld, %lld) elements from pointer %p reaches bytes "
+                 "[%lld, %lld) %s %zu bytes (at %p): the operand claims memory it does not have",
+                 name, stack, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs,
+                 (void *)m->ptr, (long long)from, (long long)to, why, size, (void *)(uintptr_t)base);
     return -1;
 }
 
 int check_device_operand(module_state *st, const fsg_matrix *m, const char *name, int *device) {
+    return check_device_stack(st, m, 1, 0, name, device);
+}
+
+int check_device_stack(module_state *st, const fsg_matrix *m, int64_t count, int64_t step, const char *name,
+                       int *device) {
     const uintptr_t ptr = (uintptr_t)m->ptr;
     if (ptr % sizeof(float) != 0) {
         PyErr_Format(PyExc_ValueError, "%s: device pointer %p is not 4-byte aligned", name, (void *)ptr);
@@ -122,11 +139,13 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
     }
     int64_t first, last;
     const uintptr_t end = (uintptr_t)base + size;
-    if (byte_extent(m, &first, &last) < 0) {
+    if (byte_extent(m, count, step, &first, &last) < 0) {
+        char stack[96];
+        describe_stack(count, step, stack, sizeof stack);
         PyErr_Format(PyExc_ValueError,
-                     "%s: shape (%lld, %lld) with strides (%lld, %lld) elements spans more bytes than 64 bits "
+                     "%s: %sshape (%lld, %lld) with strides (%lld, %lld) elements spans more bytes than 64 bits "
                      "can count; its allocation holds %zu bytes",
-                     name, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, size);
+                     name, stack, (long long)m->rows, (long long)m->cols, (long long)m->rs, (long long)m->cs, size);
         return -1;
     }
     // As offsets from the allocation's base: the pointer's own offset is bounded by the address space, and a
@@ -136,7 +155,7 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
     if (__builtin_add_overflow(into, first, &from)) from = INT64_MIN;
     if (__builtin_add_overflow(into, last, &to)) to = INT64_MAX;
     if (ptr < (uintptr_t)base || ptr >= end || from < 0 || to > (int64_t)size) {
-        return refuse_span(name, m, from, to, "of its allocation, which holds", size, base);
+        return refuse_span(name, m, count, step, from, to, "of its allocation, which holds", size, base);
     }
     // cuMemGetAddressRange looks in the current context only: memory on another GPU is looked up from that GPU.
     int current = -1;
@@ -156,7 +175,7 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
         return -1;
     }
     if (!mapped) {
-        return refuse_span(name, m, from, to, "not all mapped, of its address range of", size, base);
+        return refuse_span(name, m, count, step, from, to, "not all mapped, of its address range of", size, base);
     }
     *device = ordinal;
     return 0;

@@ -18,9 +18,10 @@
 
 /* ---- the fast path's state (csrc/fast_call.c) ---- */
 
-/* One remembered choice of kernel="auto": (device, m, n, k) -> kernel. */
+/* One remembered choice of kernel="auto": (device, m, n, k, count) -> kernel. */
 typedef struct auto_slot {
     int64_t m, n, k;
+    int64_t count; /* products in the stack (1: one product) */
     int device; /* -1: empty slot */
     int rung, config;
 } auto_slot;
@@ -33,7 +34,7 @@ typedef struct fast_state {
     PyObject *numpy_empty;       /* numpy.empty */
     PyObject *float32_dtype;     /* numpy.dtype("float32") */
     PyObject *device_array_type; /* fastsgemm.DeviceArray */
-    PyObject *auto_chooser;      /* (device, m, n, k) -> (rung index, config index) */
+    PyObject *auto_chooser;      /* (device, m, n, k, count) -> (rung index, config index) */
     /* Found in sys.modules when the framework has been imported by the user;
      * fastsgemm never imports torch or CuPy itself. */
     PyObject *torch_tensor_type, *torch_float32, *torch_raw_stream;
@@ -91,6 +92,12 @@ void release_operand(operand *op);
  * CudaError set. Matrices with no elements must not be passed. */
 int check_device_operand(module_state *st, const fsg_matrix *m, const char *name, int *device);
 
+/* check_device_operand for a stack of `count` matrices m, product p's at
+ * m->ptr + p * step elements (any sign): every byte of every matrix must lie
+ * in the one allocation. */
+int check_device_stack(module_state *st, const fsg_matrix *m, int64_t count, int64_t step, const char *name,
+                       int *device);
+
 /* Later work on `consumer` waits for the work queued so far on `producer`
  * (nothing to do when they are one stream). */
 cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer);
@@ -99,6 +106,7 @@ typedef struct kernel_choice {
     const fsg_rung *rung;
     fsg_launcher launch;
     int64_t max_dim;
+    fsg_batch_launcher launch_batch; /* runs a stack of products in one launch (NULL: product by product) */
     char name[96]; /* "rung" or "rung:config", for messages */
 } kernel_choice;
 
@@ -126,6 +134,20 @@ PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what);
 int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
              cudaStream_t stream);
 
+/* A stack of `count` products out_p = a_p @ b_p on device operands (ops: a,
+ * b, out; each operand's matrices steps[i] elements apart), through
+ * fsg_run_batch: one launch for a batched kernel. Checks the shapes, that
+ * out's elements are distinct and miss A and B, and the placement; the
+ * stacks' extents must already be checked (check_device_stack). Returns 0, or
+ * -1 with an exception set. */
+int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
+              cudaStream_t stream);
+
+/* [lo, hi): the addresses the elements of a stack of `count` matrices m,
+ * `step` elements apart, lie in (device operands whose extents were checked,
+ * so nothing overflows). */
+void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi);
+
 /* fsg_run_gemm for a host (cpu) rung, called with the GIL held: in column
  * panels of out, each with the GIL released, Ctrl-C and other signals checked
  * between them (csrc/interruptible.c). Returns 0 with fsg_run_gemm's result in
@@ -151,6 +173,17 @@ int fast_state_traverse(fast_state *fs, visitproc visit, void *arg);
 void fast_state_clear(fast_state *fs);
 PyObject *register_fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *forget_auto_choices(PyObject *module, PyObject *unused);
+
+/* kernel="auto" for a stack of `count` m x n x k products (1: one product)
+ * on `device`: the registered chooser's answer, remembered. 0, or -1 with an
+ * exception set. */
+int auto_kernel(fast_state *fs, int device, int64_t m, int64_t n, int64_t k, int64_t count, kernel_choice *choice);
+
+/* What auto is asked about for a stack (ops: a, b, out; run_batch's steps):
+ * problem = {m, n, k, count}, the one product it is where fsg_batch_as_one
+ * says so (count 1), else the stack's. */
+void auto_problem_of_stack(const operand ops[3], int64_t count, const int64_t steps[3], int64_t problem[4]);
 
 #endif /* FASTSGEMM_EXTENSION_H */

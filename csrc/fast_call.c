@@ -206,6 +206,27 @@ static int pair_of(PyObject *tuple, int64_t *first, int64_t *second) {
     return 0;
 }
 
+/* A matrix, or a stack of matrices: the integers of a shape or strides tuple of 2 or, where max_rank is 3, 3
+ * entries, as (count, step) for the stack and the matrix's two. A matrix is a stack of one, step 0. */
+static int stack_of(PyObject *tuple, int max_rank, int64_t *count, int64_t *first, int64_t *second) {
+    if (tuple == NULL || !PyTuple_Check(tuple)) return 1;
+    const Py_ssize_t rank = PyTuple_GET_SIZE(tuple);
+    if (rank == 2) {
+        *count = -1;  // no stack dimension (the caller tells a matrix's count, 1, from its step, 0)
+        return pair_of(tuple, first, second);
+    }
+    if (rank != 3 || max_rank < 3) return 1;
+    return long_of(PyTuple_GET_ITEM(tuple, 0), count) || long_of(PyTuple_GET_ITEM(tuple, 1), first) ||
+           long_of(PyTuple_GET_ITEM(tuple, 2), second);
+}
+
+/* A stack as the fast path reads it: op's matrix, `count` of them `step` elements apart (1 and 0 for a matrix;
+ * rank says which it was). */
+typedef struct stack_shape {
+    int rank;
+    int64_t count, step;
+} stack_shape;
+
 static void set_device_matrix(operand *op, int64_t ptr, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
                               int device) {
     memset(op, 0, sizeof *op);
@@ -214,24 +235,25 @@ static void set_device_matrix(operand *op, int64_t ptr, int64_t rows, int64_t co
     op->device = device;
 }
 
-/* Whether a framework's device matrix lies inside its allocation, on the
- * device it says (csrc/allocation.c); if not, the general path raises the
- * error, naming the operand. */
-static int extent_checked(module_state *st, const operand *op) {
-    if (op->mat.rows == 0 || op->mat.cols == 0) return 1;
+/* Whether a framework's device matrix (or stack) lies inside its allocation,
+ * on the device it says (csrc/allocation.c); if not, the general path raises
+ * the error, naming the operand. */
+static int extent_checked(module_state *st, const operand *op, const stack_shape *stack) {
+    if (op->mat.rows == 0 || op->mat.cols == 0 || stack->count == 0) return 1;
     int device;
-    if (check_device_operand(st, &op->mat, "operand", &device) < 0) {
+    if (check_device_stack(st, &op->mat, stack->count, stack->step, "operand", &device) < 0) {
         PyErr_Clear();
         return 0;
     }
     return device == op->device;
 }
 
-static int read_torch(module_state *st, PyObject *obj, operand *op) {
+/* A stack of stack->rank 2 (a matrix) or, where max_rank is 3, 3 dimensions. */
+static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank, stack_shape *stack) {
     fast_state *fs = &st->fast;
     int status = 1;
     PyObject *dtype = NULL, *is_cuda = NULL, *device = NULL, *shape = NULL, *stride = NULL, *ptr = NULL;
-    int64_t device_index, rows, cols, rs, cs, address;
+    int64_t device_index, rows, cols, rs, cs, address, count, step;
     dtype = PyObject_GetAttr(obj, fs->s_dtype);
     if (dtype != fs->torch_float32) goto done;
     is_cuda = PyObject_GetAttr(obj, fs->s_is_cuda);
@@ -240,13 +262,15 @@ static int read_torch(module_state *st, PyObject *obj, operand *op) {
     shape = PyObject_GetAttr(obj, fs->s_shape);
     stride = PyObject_CallMethodNoArgs(obj, fs->s_stride);
     ptr = PyObject_CallMethodNoArgs(obj, fs->s_data_ptr);
-    if (long_of(device, &device_index) || pair_of(shape, &rows, &cols) || pair_of(stride, &rs, &cs) ||
+    if (long_of(device, &device_index) || stack_of(shape, max_rank, &count, &rows, &cols) ||
+        stack_of(stride, max_rank, &step, &rs, &cs) || PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(stride) ||
         long_of(ptr, &address) || address % (int64_t)sizeof(float) != 0 || rows < 0 || cols < 0)
         goto done;
+    *stack = count < 0 ? (stack_shape){2, 1, 0} : (stack_shape){3, count, step};
     set_device_matrix(op, address, rows, cols, rs, cs, (int)device_index);
     // A tensor made by torch.as_tensor or torch.from_dlpack keeps whatever shape its producer claimed (and a
     // subclass can answer anything), so torch tensors are checked against their allocation like the rest.
-    if (!extent_checked(st, op)) goto done;
+    if (!extent_checked(st, op, stack)) goto done;
     status = 0;
 done:
     if (PyErr_Occurred()) PyErr_Clear();  // whatever went wrong, the general path will say it properly
@@ -259,11 +283,11 @@ done:
     return status;
 }
 
-static int read_cupy(module_state *st, PyObject *obj, operand *op) {
+static int read_cupy(module_state *st, PyObject *obj, operand *op, int max_rank, stack_shape *stack) {
     fast_state *fs = &st->fast;
     int status = 1;
     PyObject *dtype = NULL, *shape = NULL, *strides = NULL, *data = NULL, *ptr = NULL, *device = NULL;
-    int64_t rows, cols, rs, cs, address, device_id;
+    int64_t rows, cols, rs, cs, address, device_id, count, step;
     dtype = PyObject_GetAttr(obj, fs->s_dtype);
     if (dtype != fs->float32_dtype) goto done;  // numpy's float32 dtype is one object
     shape = PyObject_GetAttr(obj, fs->s_shape);
@@ -272,12 +296,15 @@ static int read_cupy(module_state *st, PyObject *obj, operand *op) {
     if (data == NULL) goto done;
     ptr = PyObject_GetAttr(data, fs->s_ptr);
     device = PyObject_GetAttr(data, fs->s_device_id);
-    if (pair_of(shape, &rows, &cols) || pair_of(strides, &rs, &cs) || long_of(ptr, &address) ||
-        long_of(device, &device_id) || rs % 4 != 0 || cs % 4 != 0 || address % 4 != 0)
+    if (stack_of(shape, max_rank, &count, &rows, &cols) || stack_of(strides, max_rank, &step, &rs, &cs) ||
+        PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(strides) || long_of(ptr, &address) ||
+        long_of(device, &device_id) || rs % 4 != 0 || cs % 4 != 0 || address % 4 != 0 ||
+        (count >= 0 && step % 4 != 0))
         goto done;
+    *stack = count < 0 ? (stack_shape){2, 1, 0} : (stack_shape){3, count, step / 4};
     set_device_matrix(op, address, rows, cols, rs / 4, cs / 4, (int)device_id);
     // CuPy does not check a view against its memory (cupy.lib.stride_tricks.as_strided).
-    if (rows < 0 || cols < 0 || !extent_checked(st, op)) goto done;
+    if (rows < 0 || cols < 0 || !extent_checked(st, op, stack)) goto done;
     status = 0;
 done:
     if (PyErr_Occurred()) PyErr_Clear();
@@ -342,34 +369,47 @@ static int kernel_by_name(const char *name, Py_ssize_t length, kernel_choice *ch
     return 1;
 }
 
-static unsigned auto_slot_of(int device, int64_t m, int64_t n, int64_t k) {
+static unsigned auto_slot_of(int device, int64_t m, int64_t n, int64_t k, int64_t count) {
     uint64_t h = (uint64_t)device * 0x9E3779B97F4A7C15ull;
     h ^= (uint64_t)m + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     h ^= (uint64_t)n + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     h ^= (uint64_t)k + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (uint64_t)count + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     return (unsigned)(h % kAutoSlots);
 }
 
-/* kernel="auto" for an m x n x k problem on `device`: the tuning table's
- * choice (python/fastsgemm/_tuning.py, through the registered chooser),
- * remembered per (device, shape). 0, or -1 with an exception set. */
-static int auto_kernel(fast_state *fs, int device, int64_t m, int64_t n, int64_t k, kernel_choice *choice) {
-    auto_slot *slot = &fs->auto_cache[auto_slot_of(device, m, n, k)];
-    if (slot->device != device || slot->m != m || slot->n != n || slot->k != k) {
+/* kernel="auto" for a stack of `count` m x n x k problems (1: one product)
+ * on `device`: the tuning table's choice (python/fastsgemm/_tuning.py,
+ * through the registered chooser), remembered per (device, shape, count).
+ * 0, or -1 with an exception set. */
+int auto_kernel(fast_state *fs, int device, int64_t m, int64_t n, int64_t k, int64_t count, kernel_choice *choice) {
+    auto_slot *slot = &fs->auto_cache[auto_slot_of(device, m, n, k, count)];
+    if (slot->device != device || slot->m != m || slot->n != n || slot->k != k || slot->count != count) {
         if (fs->auto_chooser == NULL) {
             PyErr_SetString(PyExc_RuntimeError, "fastsgemm's fast path was not registered");
             return -1;
         }
-        PyObject *picked = PyObject_CallFunction(fs->auto_chooser, "iLLL", device, (long long)m, (long long)n,
-                                                 (long long)k);
+        PyObject *picked = PyObject_CallFunction(fs->auto_chooser, "iLLLL", device, (long long)m, (long long)n,
+                                                 (long long)k, (long long)count);
         if (picked == NULL) return -1;
         long rung, config;
         const int ok = PyArg_ParseTuple(picked, "ll;the auto chooser returns (rung, config)", &rung, &config);
         Py_DECREF(picked);
         if (!ok) return -1;
-        *slot = (auto_slot){.m = m, .n = n, .k = k, .device = device, .rung = (int)rung, .config = (int)config};
+        *slot = (auto_slot){
+            .m = m, .n = n, .k = k, .count = count, .device = device, .rung = (int)rung, .config = (int)config};
     }
     return choose_kernel(slot->rung, slot->config, choice);
+}
+
+void auto_problem_of_stack(const operand ops[3], int64_t count, const int64_t steps[3], int64_t problem[4]) {
+    fsg_matrix a, b, out;
+    const bool one = fsg_batch_as_one(&ops[0].mat, &ops[1].mat, &ops[2].mat, count, steps[0], steps[1], steps[2], &a,
+                                      &b, &out);
+    problem[0] = out.rows;
+    problem[1] = out.cols;
+    problem[2] = a.cols;
+    problem[3] = one ? 1 : count;
 }
 
 PyObject *forget_auto_choices(PyObject *module, PyObject *unused) {
@@ -397,12 +437,17 @@ static int real_of(PyObject *obj, double *value) {
     return 1;
 }
 
-/* A new m x n float32 matrix in the framework of `template`, or NULL with an
- * exception set. */
-static PyObject *new_result(module_state *st, operand_kind kind, PyObject *template, int device, int64_t m,
-                            int64_t n, PyObject *stream) {
+/* A new m x n float32 matrix (count < 0) or count x m x n stack in the
+ * framework of `template`, or NULL with an exception set. */
+static PyObject *new_result(module_state *st, operand_kind kind, PyObject *template, int device, int64_t count,
+                            int64_t m, int64_t n, PyObject *stream) {
     fast_state *fs = &st->fast;
-    PyObject *shape = Py_BuildValue("(LL)", (long long)m, (long long)n);
+    if (count >= 0 && kind != KIND_TORCH && kind != KIND_CUPY) {
+        PyErr_SetString(PyExc_SystemError, "fast path: no stack result for this kind");
+        return NULL;
+    }
+    PyObject *shape = count < 0 ? Py_BuildValue("(LL)", (long long)m, (long long)n)
+                                : Py_BuildValue("(LLL)", (long long)count, (long long)m, (long long)n);
     if (shape == NULL) return NULL;
     PyObject *result = NULL;
     switch (kind) {
@@ -427,10 +472,11 @@ static PyObject *new_result(module_state *st, operand_kind kind, PyObject *templ
 static int read_operand(module_state *st, operand_kind kind, PyObject *obj, int writable, operand *op,
                         PyObject **stream) {
     *stream = NULL;
+    stack_shape matrix;
     switch (kind) {
     case KIND_NUMPY: return read_numpy(st, obj, writable, op);
-    case KIND_TORCH: return read_torch(st, obj, op);
-    case KIND_CUPY: return read_cupy(st, obj, op);
+    case KIND_TORCH: return read_torch(st, obj, op, 2, &matrix);
+    case KIND_CUPY: return read_cupy(st, obj, op, 2, &matrix);
     case KIND_DEVICE_ARRAY: return read_device_array(st, obj, op, stream);
     default: return 1;
     }
@@ -457,6 +503,49 @@ static int working_stream(fast_state *fs, operand_kind kind, int device, PyObjec
     Py_DECREF(handle);
     if (p == NULL && PyErr_Occurred()) return -1;
     *stream = (cudaStream_t)p;
+    return 0;
+}
+
+/* The kernel a fast call runs, named by `name_obj`: "auto" (a GPU is needed:
+ * without one the general path warns and runs the cpu rung) for `count`
+ * m x n x k products on `device` (-1: host operands, the current device's
+ * choice), or a rung's or configuration's name. 0, 1 (not for the fast path:
+ * the general path says what is wrong), or -1 with an exception set. */
+static int fast_kernel(fast_state *fs, PyObject *name_obj, int device, int64_t m, int64_t n, int64_t k,
+                       int64_t count, kernel_choice *kernel) {
+    if (fs->cuda_devices < 0) {
+        int devices = 0;
+        fs->cuda_devices = cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
+        cudaGetLastError();
+    }
+    Py_ssize_t length;
+    const char *name = PyUnicode_AsUTF8AndSize(name_obj, &length);
+    if (name == NULL) return -1;
+    if (length == 4 && memcmp(name, "auto", 4) == 0) {
+        if (fs->cuda_devices == 0) return 1;
+        int auto_device = device;
+        if (auto_device < 0 && cudaGetDevice(&auto_device) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
+        return auto_kernel(fs, auto_device, m, n, k, count, kernel);
+    }
+    if (kernel_by_name(name, length, kernel) != 0) return 1;  // the general path lists the valid names
+    if (kernel->rung->device == FSG_DEVICE_CUDA && fs->cuda_devices == 0) return 1;  // it says there is no GPU
+    return 0;
+}
+
+/* The working stream of a fast call (working_stream), checked for what the
+ * result's allocation needs: cupy.empty allocates on the current device.
+ * 0, 1 (not for the fast path), or -1 with an exception set. */
+static int fast_stream(fast_state *fs, operand_kind kind, int device, PyObject *a_stream, cudaStream_t *stream) {
+    const int status = working_stream(fs, kind, device, a_stream, stream);
+    if (status != 0 || kind != KIND_CUPY) return status;
+    int current;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device) {
+        cudaGetLastError();
+        return 1;
+    }
     return 0;
 }
 
@@ -497,41 +586,14 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         if (i >= 2 && (ops[i].mat.rows != m || ops[i].mat.cols != n)) goto fallback;
     }
 
-    // The kernel: "auto" (a GPU is needed: without one the general path warns and runs the cpu rung), or a name.
-    if (fs->cuda_devices < 0) {
-        int devices = 0;
-        fs->cuda_devices = cudaGetDeviceCount(&devices) == cudaSuccess ? devices : 0;
-        cudaGetLastError();
-    }
     kernel_choice kernel;
-    Py_ssize_t length;
-    const char *name = PyUnicode_AsUTF8AndSize(args[6], &length);
-    if (name == NULL) goto error;
-    if (length == 4 && memcmp(name, "auto", 4) == 0) {
-        if (fs->cuda_devices == 0) goto fallback;
-        int auto_device = device;
-        if (auto_device < 0 && cudaGetDevice(&auto_device) != cudaSuccess) {
-            cudaGetLastError();
-            goto fallback;
-        }
-        if (auto_kernel(fs, auto_device, m, n, k, &kernel) < 0) goto error;
-    } else if (kernel_by_name(name, length, &kernel) != 0) {
-        goto fallback;  // the general path lists the valid names
-    } else if (kernel.rung->device == FSG_DEVICE_CUDA && fs->cuda_devices == 0) {
-        goto fallback;  // the general path says there is no GPU
-    }
-
-    cudaStream_t stream;
-    int status = working_stream(fs, kind, device, streams[0], &stream);
+    int status = fast_kernel(fs, args[6], device, m, n, k, 1, &kernel);
     if (status > 0) goto fallback;
     if (status < 0) goto error;
-    if (kind == KIND_CUPY) {  // cupy.empty allocates on the current device
-        int current;
-        if (cudaGetDevice(&current) != cudaSuccess || current != device) {
-            cudaGetLastError();
-            goto fallback;
-        }
-    }
+    cudaStream_t stream;
+    status = fast_stream(fs, kind, device, streams[0], &stream);
+    if (status > 0) goto fallback;
+    if (status < 0) goto error;
 
     // From here on the call is the fast path's: errors are raised, not handed on.
     if (have[2]) {
@@ -541,7 +603,7 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         if (kind == KIND_DEVICE_ARRAY) result_stream = streams[0] == Py_None ? PyLong_FromLong(0) : Py_NewRef(streams[0]);
         else Py_INCREF(result_stream);
         if (result_stream == NULL) goto error;
-        result = new_result(st, kind, objs[0], device, m, n, result_stream);
+        result = new_result(st, kind, objs[0], device, -1, m, n, result_stream);
         Py_DECREF(result_stream);
         if (result == NULL) goto error;
         PyObject *unused;
@@ -592,5 +654,110 @@ cleanup:
         Py_XDECREF(streams[i]);
         if (have[i]) release_operand(&ops[i]);
     }
+    return answer;
+}
+
+/* ---- matmul_fast(A, B, out, kernel): fastsgemm.matmul on stacks ---- */
+
+/* Whether out's stack and an input's share any address: the general path then computes into a temporary. */
+static int stacks_overlap(const operand *x, int64_t x_count, int64_t x_step, const operand *out, int64_t count,
+                          int64_t out_step) {
+    int64_t lo, hi, out_lo, out_hi;
+    stack_span(&x->mat, x_count, x_step, &lo, &hi);
+    stack_span(&out->mat, count, out_step, &out_lo, &out_hi);
+    return lo < out_hi && out_lo < hi;
+}
+
+/* numpy.matmul on torch CUDA tensors or CuPy arrays of 2 or 3 dimensions, at
+ * least one of them 3 (two matrices are sgemm_fast's): a stack of products,
+ * read, checked and run in one C call (csrc/operands.c's fsg_run_batch: one
+ * launch for a batched kernel). The stack dimension broadcasts as NumPy's
+ * does (extent 1, or a missing dimension, is read in place for every
+ * product); `out`, when given, has the result's shape exactly. Anything else
+ * returns NotImplemented before anything is enqueued, and
+ * python/fastsgemm/_matmul.py takes the call. */
+PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "matmul_fast(A, B, out, kernel) takes 4 arguments");
+        return NULL;
+    }
+    module_state *st = get_state(module);
+    fast_state *fs = &st->fast;
+    PyObject *objs[3] = {args[0], args[1], args[2]}; /* a, b, out */
+    PyObject *result = NULL, *answer = NULL;
+    operand ops[3];
+    stack_shape stacks[3];
+    int have[3] = {0, 0, 0};
+    if (!PyUnicode_Check(args[3])) goto fallback;
+    const operand_kind kind = kind_of(fs, objs[0]);
+    if (kind != KIND_TORCH && kind != KIND_CUPY) goto fallback;
+    for (int i = 0; i < 3; ++i) {
+        if (i == 2 && objs[i] == Py_None) continue;
+        if (kind_of(fs, objs[i]) != kind) goto fallback;
+        const int status = kind == KIND_TORCH ? read_torch(st, objs[i], &ops[i], 3, &stacks[i])
+                                              : read_cupy(st, objs[i], &ops[i], 3, &stacks[i]);
+        if (status != 0) goto fallback;
+        have[i] = 1;
+    }
+    if (stacks[0].rank == 2 && stacks[1].rank == 2) goto fallback;
+    const int64_t m = ops[0].mat.rows, k = ops[0].mat.cols, n = ops[1].mat.cols;
+    const int device = ops[0].device;
+    if (ops[1].mat.rows != k || ops[1].device != device) goto fallback;  // the general path says what is wrong
+    const int64_t count_a = stacks[0].count, count_b = stacks[1].count;
+    const int64_t count = count_a == count_b || count_b == 1 ? count_a : count_a == 1 ? count_b : -1;
+    if (count < 0) goto fallback;  // stacks that do not broadcast
+    int64_t steps[3] = {count_a == 1 ? 0 : stacks[0].step, count_b == 1 ? 0 : stacks[1].step, m * n};
+    if (!have[2]) {  // the result will be C-contiguous: as such it decides what auto is asked about
+        memset(&ops[2], 0, sizeof ops[2]);
+        ops[2].mat = (fsg_matrix){.rows = m, .cols = n, .rs = n, .cs = 1, .side = FSG_DEVICE};
+    } else {
+        if (stacks[2].rank != 3 || stacks[2].count != count || ops[2].mat.rows != m || ops[2].mat.cols != n ||
+            ops[2].device != device)
+            goto fallback;
+        steps[2] = stacks[2].step;
+        if (stacks_overlap(&ops[0], count, steps[0], &ops[2], count, steps[2]) ||
+            stacks_overlap(&ops[1], count, steps[1], &ops[2], count, steps[2]))
+            goto fallback;
+    }
+    int64_t problem[4];
+    auto_problem_of_stack(ops, count, steps, problem);
+    kernel_choice kernel;
+    int status = fast_kernel(fs, args[3], device, problem[0], problem[1], problem[2], problem[3], &kernel);
+    if (status > 0) goto fallback;
+    if (status < 0) goto error;
+    cudaStream_t stream;
+    status = fast_stream(fs, kind, device, NULL, &stream);
+    if (status > 0) goto fallback;
+    if (status < 0) goto error;
+
+    // From here on the call is the fast path's: errors are raised, not handed on.
+    if (have[2]) {
+        result = Py_NewRef(objs[2]);
+    } else {
+        result = new_result(st, kind, objs[0], device, count, m, n, Py_None);
+        if (result == NULL) goto error;
+        status = kind == KIND_TORCH ? read_torch(st, result, &ops[2], 3, &stacks[2])
+                                    : read_cupy(st, result, &ops[2], 3, &stacks[2]);
+        if (status != 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "fast path: cannot read the result it made");
+            goto error;
+        }
+        have[2] = 1;
+        steps[2] = stacks[2].step;
+    }
+    if (run_batch(st, &kernel, ops, count, steps, stream) < 0) goto error;
+    answer = result;
+    result = NULL;
+    goto cleanup;
+
+fallback:
+    answer = Py_NewRef(Py_NotImplemented);
+    goto cleanup;
+error:
+    answer = NULL;
+cleanup:
+    Py_XDECREF(result);
+    for (int i = 0; i < 3; ++i)
+        if (have[i]) release_operand(&ops[i]);
     return answer;
 }

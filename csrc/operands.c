@@ -423,3 +423,72 @@ exit:
     if (err != cudaSuccess && s.used_stream) cudaGetLastError();  // leave no non-sticky error behind
     return err;
 }
+
+/* ---- stacks of products (fastsgemm.matmul) ---- */
+
+/* View x moved on by `step` elements. */
+static fsg_matrix moved(const fsg_matrix *x, int64_t step) {
+    fsg_matrix y = *x;
+    y.ptr += step;
+    return y;
+}
+
+bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
+                      int64_t step_a, int64_t step_b, int64_t step_out, fsg_matrix *one_a, fsg_matrix *one_b,
+                      fsg_matrix *one_out) {
+    const int64_t m = out->rows, n = out->cols;
+    *one_a = *a, *one_b = *b, *one_out = *out;
+    if (count > 1 && step_b == 0 && a->rs != 0 && out->rs != 0 && step_a == m * a->rs && step_out == m * out->rs) {
+        one_a->rows = one_out->rows = count * m;  // A's and out's matrices row after row: (count m) x k times B
+        return true;
+    }
+    if (count > 1 && step_a == 0 && b->cs != 0 && out->cs != 0 && step_b == n * b->cs && step_out == n * out->cs) {
+        one_b->cols = one_out->cols = count * n;  // B's and out's matrices column after column: A times k x (count n)
+        return true;
+    }
+    return false;
+}
+
+cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch, const fsg_matrix *a,
+                          const fsg_matrix *b, const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b,
+                          int64_t step_out, cudaStream_t stream) {
+    const int64_t m = out->rows, n = out->cols, k = a->cols;
+    if (count == 0 || m == 0 || n == 0) return cudaSuccess;
+    // A stack that is one matrix (a Linear layer on a batch): one ordinary product, with the planner's split-K.
+    fsg_matrix one_a, one_b, one_out;
+    if (fsg_batch_as_one(a, b, out, count, step_a, step_b, step_out, &one_a, &one_b, &one_out))
+        return fsg_run_gemm(rung, launch, &one_a, &one_b, NULL, &one_out, 1.0f, 0.0f, stream);
+    fsg_gemm g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f, .a = a->ptr, .b = b->ptr, .d = out->ptr};
+    const fsg_layout a_layout = fsg_classify(a, &g.lda), b_layout = fsg_classify(b, &g.ldb);
+    const fsg_layout d_layout = fsg_classify(out, &g.ldd);
+    if (launch_batch == NULL || count == 1 || k == 0 || a_layout == FSG_OTHER_LAYOUT || b_layout == FSG_OTHER_LAYOUT ||
+        d_layout == FSG_OTHER_LAYOUT) {
+        // Product by product: each an ordinary call, which copies odd layouts and splits a long K as it needs.
+        for (int64_t p = 0; p < count; ++p) {
+            const fsg_matrix a_p = moved(a, p * step_a), b_p = moved(b, p * step_b), out_p = moved(out, p * step_out);
+            const cudaError_t err = fsg_run_gemm(rung, launch, &a_p, &b_p, NULL, &out_p, 1.0f, 0.0f, stream);
+            if (err != cudaSuccess) return err;
+        }
+        return cudaSuccess;
+    }
+    cudaGetLastError();  // a failure left over from an earlier call must not be reported as this one's
+    g.a_trans = a_layout == FSG_COL_MAJOR;
+    g.b_trans = b_layout == FSG_COL_MAJOR;
+    fsg_batch batch = {.step_a = step_a, .step_b = step_b, .step_d = step_out};
+    if (d_layout == FSG_COL_MAJOR) {  // D^T = B^T A^T, product by product
+        transpose_problem(&g);
+        batch.step_a = step_b;
+        batch.step_b = step_a;
+    }
+    cudaError_t err = cudaSuccess;
+    for (int64_t first = 0; first < count && err == cudaSuccess; first += kFsgMaxBatch) {  // grid z's limit
+        fsg_gemm chunk = g;
+        batch.count = count - first < kFsgMaxBatch ? count - first : kFsgMaxBatch;
+        chunk.a += first * batch.step_a;
+        chunk.b += first * batch.step_b;
+        chunk.d += first * batch.step_d;
+        err = launch_batch(&chunk, &batch, stream);
+    }
+    if (err != cudaSuccess) cudaGetLastError();  // leave no non-sticky error behind
+    return err;
+}

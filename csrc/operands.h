@@ -48,6 +48,29 @@ bool fsg_elements_overlap(const fsg_matrix *m);
 cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
                          const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta, cudaStream_t stream);
 
+/* Whether a stack of `count` products (as fsg_run_batch takes them) is one
+ * matrix product: a shared B with A's and out's matrices row after row, end
+ * to end ((count m) x k times B: a Linear layer on a batch), or a shared A
+ * with B's and out's side by side, column after column. Sets that product's
+ * views either way (the stack's first product's when not). */
+bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
+                      int64_t step_a, int64_t step_b, int64_t step_out, fsg_matrix *one_a, fsg_matrix *one_b,
+                      fsg_matrix *one_out);
+
+/* A stack of `count` products on the GPU: out_p = A_p B_p, where A_p, B_p
+ * and out_p are the views a, b and out moved on by p * step_a, p * step_b and
+ * p * step_out elements (a step of 0: a matrix every product shares). out's
+ * products must be distinct from each other and from A's and B's memory (the
+ * caller checks). A stack that lies as one matrix (a shared B with A's and
+ * out's matrices end to end, or a shared A with B's and out's side by side)
+ * runs as one product; with a launch_batch (ladder.h; NULL: none) the rest
+ * runs in one launch per kFsgMaxBatch products where every view is row- or
+ * column-major and K > 0, and product by product through `launch` otherwise. Returns the
+ * first error. */
+cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch, const fsg_matrix *a,
+                          const fsg_matrix *b, const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b,
+                          int64_t step_out, cudaStream_t stream);
+
 /* dst = src for two views of one shape, on either side; synchronises before
  * returning when the destination is on the host. */
 cudaError_t fsg_copy(const fsg_matrix *dst, const fsg_matrix *src, cudaStream_t stream);

@@ -61,6 +61,21 @@ typedef struct fsg_gemm {
     int64_t k_slice;
 } fsg_gemm;
 
+/* A batch (fastsgemm.matmul's stacks of matrices): `count` products of the
+ * shape of an fsg_gemm g; product p reads A at g.a + p * step_a, B at g.b +
+ * p * step_b and C (when not NULL) at g.c + p * step_c, and writes D at g.d
+ * + p * step_d (steps in elements; 0 for an operand the products share). A
+ * struct of its own, not fields of fsg_gemm: every kernel takes fsg_gemm by
+ * value, and a larger struct changed the SIMT rungs' code (benchmarks/
+ * NOTES.md, "Batches"). g.k_slice is 0 in a batch. */
+typedef struct fsg_batch {
+    int64_t count;
+    int64_t step_a, step_b, step_c, step_d;
+} fsg_batch;
+
+/* The most products one batched launch takes: grid z's limit. */
+enum { kFsgMaxBatch = 65535 };
+
 /* Every rung has one launcher of this shape. It enqueues the work on `stream`
  * (CUDA rungs) or runs it before returning (the cpu rung, which ignores the
  * stream), checks its launch, and returns the first error it met. It never
@@ -68,6 +83,12 @@ typedef struct fsg_gemm {
  * (and the wgmma rungs 14 and 15: one memory pool per device for their
  * workspaces, kernels/support/workspace_pool.c). */
 typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
+
+/* The launcher of a rung that runs a whole batch (1 <= count <= kFsgMaxBatch)
+ * in one launch: the product index on grid z (the wgmma rungs) or cuBLAS's
+ * strided-batched call. Rungs without one run a batch product by product
+ * (fsg_each_product). */
+typedef cudaError_t (*fsg_batch_launcher)(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 
 /* Where a rung's operands must live. */
 typedef enum fsg_device { FSG_DEVICE_CPU = 0, FSG_DEVICE_CUDA = 1 } fsg_device;
@@ -93,6 +114,7 @@ typedef struct fsg_config {
     fsg_launcher launch;
     int64_t max_dim;     /* largest m and n it accepts */
     fsg_fill fill;       /* how a long K is sliced (above) */
+    fsg_batch_launcher launch_batch; /* a batch in one launch (NULL: product by product) */
 } fsg_config;
 
 typedef struct fsg_rung {
@@ -108,6 +130,7 @@ typedef struct fsg_rung {
     fsg_fill fill;       /* how a long K is sliced (above); zero for the ladder's SIMT rungs */
     const fsg_config *configs; /* its other configurations (NULL: none) */
     int config_count;
+    fsg_batch_launcher launch_batch; /* its own configuration on a batch in one launch (NULL: product by product) */
 } fsg_rung;
 
 /* The registry: the only list of rungs (kernels/support/registry.c). */
@@ -143,6 +166,31 @@ cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_waves_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
+
+/* The launchers that run a batch in one launch (registry.c names each beside its rung). */
+cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+cudaError_t fsg_tf32x3_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+cudaError_t fsg_tf32x3_128x64_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+cudaError_t fsg_tf32x3_direct_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+cudaError_t fsg_cublas_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+cudaError_t fsg_cublas_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+
+/* Runs a batch of g's products one after another, each an ordinary call of
+ * `launch`, on `stream`: how a rung without a batch launcher takes a batch,
+ * and where one must decline. Returns the first error. */
+static inline cudaError_t fsg_each_product(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream,
+                                           fsg_launcher launch) {
+    fsg_gemm one = *g;
+    for (int64_t p = 0; p < batch->count; ++p) {
+        one.a = g->a + p * batch->step_a;
+        one.b = g->b + p * batch->step_b;
+        one.c = g->c != NULL ? g->c + p * batch->step_c : NULL;
+        one.d = g->d + p * batch->step_d;
+        const cudaError_t err = launch(&one, stream);
+        if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
 
 /* Destroys the calling thread's cuBLAS handle, if it has one (kernels/support/cublas.c). */
 void fsg_cublas_release_thread_handle(void);

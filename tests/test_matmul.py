@@ -10,11 +10,18 @@ from conftest import assert_close, rung_params, tolerance
 
 
 def check(result, a, b, tol, what):
-    """result == a @ b (numpy.matmul's shape; the values against float64) within tol."""
-    expected = np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    """result == a @ b (numpy.matmul's shape; the values against float64) within tol, relative to the result's
+    norm; where the sums cancel (a short dot product of mixed signs can come out near 0) relative to the norm of
+    |a| @ |b| / sqrt(K) instead, the size FP32 rounding works at (equal to the result's norm on random data)."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    expected = np.matmul(a64, b64)
     got = np.asarray(result, np.float64)
     assert got.shape == expected.shape, f"{what}: shape {got.shape}, numpy.matmul gives {expected.shape}"
     if expected.size:
+        k = a64.shape[-1]
+        rounding_scale = np.linalg.norm(np.matmul(np.abs(a64), np.abs(b64))) / np.sqrt(max(k, 1))
+        result_norm = np.linalg.norm(expected)
+        tol = tol * max(1.0, rounding_scale / result_norm) if result_norm > 0 else tol
         as_matrix = (1, -1) if expected.ndim < 2 else (-1, expected.shape[-1])  # assert_close reports (row, col)
         assert_close(got.reshape(as_matrix), expected.reshape(as_matrix), tol, what)
 
@@ -161,6 +168,109 @@ def test_long_k_stacks_and_stacks_of_70000_products(kernel, rng):
     b = rng.standard_normal((3, 2), dtype=np.float32)
     check(fastsgemm.matmul(to_torch(a), to_torch(b), kernel=kernel).cpu().numpy(), a, b, tolerance(kernel),
           f"{kernel} 70000 products")
+
+
+BATCHED = [k for k in fastsgemm.kernels() if k.device == "cuda"]
+BATCHED = [name for k in BATCHED for name, b in [(k.name, k.batched)] + [(f"{k.name}:{c.name}", c.batched)
+                                                                         for c in k.configs] if b]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", BATCHED)
+@pytest.mark.parametrize("layout", ["row", "A column-major, B shared", "out column-major"])
+def test_a_batched_kernel_runs_a_stack_in_one_launch_as_its_products_one_by_one(kernel, layout, rng):
+    """A stack that is no one matrix product runs as one launch on the kernels that take a batch (grid z,
+    or cuBLAS's strided-batched call). The wgmma rungs' products are each bit for bit what the kernel gives
+    that product alone (the same tiles, in the same order); cuBLAS's to FP32's accuracy. Poisoned outputs."""
+    torch = pytest.importorskip("torch")
+    s, m, n, k = 5, 130, 70, 100
+    a = torch.randn(s, m, k, device="cuda")
+    b = torch.randn(s, k, n, device="cuda")
+    out = torch.full((s, m, n), float("nan"), device="cuda")
+    if layout == "A column-major, B shared":
+        a = torch.randn(s, k, m, device="cuda").transpose(1, 2)  # column-major A: no tall product to fold into
+        b = torch.randn(k, n, device="cuda")
+    if layout == "out column-major":
+        out = torch.full((s, n, m), float("nan"), device="cuda").transpose(1, 2)
+    assert fastsgemm.matmul(a, b, out=out, kernel=kernel) is out
+    expected = torch.matmul(a.double(), b.double()).cpu().numpy()
+    assert_close(out.cpu().numpy(), expected, tolerance(kernel), f"{kernel}, {layout}")
+    if not kernel.startswith("cublas"):
+        for p in range(s):
+            one = torch.empty_strided(out[p].shape, out[p].stride(), device="cuda")  # the same layout of out
+            fastsgemm.sgemm(a[p], b if b.dim() == 2 else b[p], out=one, kernel=kernel)
+            assert torch.equal(out[p], one), f"{kernel}, {layout}: product {p} differs from the same product alone"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["auto", "tf32x3", "cublas"])
+def test_a_stack_past_grid_z_runs_in_launches_of_65535(kernel, rng):
+    torch = pytest.importorskip("torch")
+    a = torch.randn(70000, 2, 3, device="cuda")
+    b = torch.randn(70000, 3, 2, device="cuda")  # a stack of B too: nothing folds, 70000 products on grid z
+    result = fastsgemm.matmul(a, b, kernel=kernel)
+    assert_close(result.cpu().numpy(), torch.matmul(a.double(), b.double()).cpu().numpy(), tolerance(kernel),
+                 f"{kernel}, 70000 products")
+
+
+@pytest.mark.gpu
+def test_a_stack_whose_workspace_passes_the_pool_packs_in_k_panels(rng):
+    """48 products of 1024 x 1024 x 4096 need 3 GiB of packed operands, more than the pool keeps (a 64th of
+    the GPU's memory): the batch is packed and multiplied in K panels, each adding onto every product's D."""
+    torch = pytest.importorskip("torch")
+    a = torch.rand(48, 1024, 4096, device="cuda") * 2 - 1
+    b = torch.rand(48, 4096, 1024, device="cuda") * 2 - 1
+    out = torch.full((48, 1024, 1024), float("nan"), device="cuda")
+    fastsgemm.matmul(a, b, out=out, kernel="tf32x3")
+    expected = torch.matmul(a.double(), b.double())
+    error = float(torch.linalg.norm(out.double() - expected) / torch.linalg.norm(expected))
+    assert error <= tolerance("tf32x3"), error
+
+
+@pytest.mark.gpu
+def test_three_dimensional_torch_and_cupy_stacks_take_the_c_fast_path(rng, monkeypatch):
+    """fastsgemm.matmul on 3-D torch tensors and CuPy arrays (with 2-D ones, broadcast) never reaches the
+    Python reading of operands; an out over an operand, or a stack that does not broadcast, still does."""
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    import fastsgemm._matmul as matmul_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the general path was taken")
+
+    cases = [((4, 20, 12), (4, 12, 9)), ((4, 20, 12), (12, 9)), ((20, 12), (4, 12, 9)), ((1, 20, 12), (3, 12, 9))]
+    with monkeypatch.context() as patched:
+        patched.setattr(matmul_module, "to_operand", refuse)
+        for shape_a, shape_b in cases:
+            a = rng.standard_normal(shape_a, dtype=np.float32)
+            b = rng.standard_normal(shape_b, dtype=np.float32)
+            for framework, to, back in [(torch, lambda x: torch.from_numpy(x).cuda(), lambda r: r.cpu().numpy()),
+                                        (cupy, cupy.asarray, cupy.asnumpy)]:
+                result = fastsgemm.matmul(to(a), to(b))
+                assert isinstance(result, torch.Tensor if framework is torch else cupy.ndarray)
+                check(back(result), a, b, tolerance("auto"), f"{framework.__name__} {shape_a} @ {shape_b}")
+                out = to(np.full(np.matmul(a, b).shape, np.nan, np.float32))
+                assert fastsgemm.matmul(to(a), to(b), out=out, kernel="tf32x3") is out
+                check(back(out), a, b, tolerance("tf32x3"), f"{framework.__name__} {shape_a} @ {shape_b}, out")
+    base = torch.randn(4, 6, 6, device="cuda")
+    expected = np.matmul(base[:3].cpu().double().numpy(), base[:3].cpu().double().numpy())
+    fastsgemm.matmul(base[:3], base[:3].clone(), out=base[1:])  # over A: computed aside by the general path
+    assert_close(base[1:].cpu().numpy().reshape(-1, 6), expected.reshape(-1, 6), tolerance("auto"), "out over A")
+    with pytest.raises(ValueError, match="do not broadcast"):
+        fastsgemm.matmul(torch.randn(3, 4, 5, device="cuda"), torch.randn(2, 5, 4, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_a_cupy_stack_that_claims_memory_past_its_allocation_is_refused(rng):
+    cupy = pytest.importorskip("cupy")
+    from cupy.lib.stride_tricks import as_strided
+
+    memory = cupy.zeros(4 * 8 * 8, dtype=cupy.float32)
+    # Its second matrix 4 GiB on: past any allocation CuPy's pool made for 1 KiB (a pool's neighbouring arrays,
+    # inside one allocation, are beyond what the driver can tell apart: README, "Guarantees and limits").
+    lying = as_strided(memory, shape=(2, 8, 8), strides=(1 << 32, 8 * 4, 4))
+    with pytest.raises(ValueError, match="claims memory it does not have"):
+        fastsgemm.matmul(lying, cupy.ones((8, 8), dtype=cupy.float32) + cupy.eye(8, dtype=cupy.float32)[:, ::-1])
 
 
 @pytest.mark.gpu

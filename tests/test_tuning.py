@@ -132,3 +132,24 @@ def test_an_untuned_gpu_runs_cublas(tmp_path):
                           env=dict(os.environ, FASTSGEMM_TUNING=str(tmp_path / "other.json")))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["cublas", "cublas"]
+
+
+def test_stacks_take_the_fastest_batched_kernel_at_the_shape_nearest_their_whole_output():
+    """A stack of products is looked up by its whole output and K, and runs the fastest kernel that takes a
+    stack in one launch as timed there (not the shape's own choice, which may not take one)."""
+    batched = fastsgemm._registry.batched_candidates()
+    assert {"tf32x3", "tf32x3:128x64", "tf32x3:direct", "cublas"} <= batched
+    assert not {"warptile", "tf32x3_mma", "tf32", "cublas_tf32"} & batched  # SIMT, mma.sync, not FP32-accurate
+    entries = [(128, 128, 128, "tf32x3_mma", ("tf32x3:direct", "cublas")),
+               (2048, 2048, 2048, "tf32x3", ("tf32x3", "tf32x3:128x64", "cublas"))]
+    assert _tuning.pick_batched(entries, 128, 128, 128, 1) == "tf32x3:direct"
+    assert _tuning.pick_batched(entries, 128, 128, 128, 256) == "tf32x3"  # 256 x 128^2 outputs: 2048^2's
+    assert _tuning.pick_batched(entries, 128, 128, 128, 2) == "tf32x3:direct"
+    assert _tuning.pick_batched([(128, 128, 128, "warptile", ())], 128, 128, 128, 8) == "cublas"
+    assert _tuning.pick_batched([], 128, 128, 128, 8) == "cublas"
+
+
+def test_the_shipped_table_gives_every_stack_a_batched_kernel():
+    for name, (_, entries) in _tuning.tuned_devices().items():
+        for count, size in [(256, 128), (64, 256), (8, 1024), (3, 4095), (1000, 8)]:
+            assert _tuning.pick_batched(entries, size, size, size, count) in fastsgemm._registry.batched_candidates()

@@ -40,19 +40,22 @@ __device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
 /* One operand for the pack kernel: `rows` rows (m for A, n for B) of `depth`
  * k, stored with k contiguous (along_k: element (row, k) at src[row * ld +
  * k]) or rows contiguous (src[k * ld + row]), packed into `tiles` tiles
- * (its row tiles times tiles_k) at dst. */
+ * (its row tiles times tiles_k) at dst; in a batch, `products` such matrices,
+ * product p's at src + p * src_step, packed one after another (1 for an
+ * operand the products share, which is packed once). */
 struct PackOperand {
     const float *src;
     int64_t ld, rows;
     bool along_k;
     float *dst;
     int64_t tiles;
+    int64_t products, src_step;
 };
 
-/* Both operands in one launch: blocks 0 .. a.tiles - 1 pack A's tiles, the
- * rest B's (one launch fewer per call: at 1024^3 a launch's gap is a tenth of
- * the GEMM). Block `id` of an operand packs row tile id / tiles_k, k tile
- * id % tiles_k. It passes through shared memory so that the reads, in the
+/* Both operands in one launch: blocks 0 .. a.tiles * a.products - 1 pack
+ * A's tiles, the rest B's (one launch fewer per call: at 1024^3 a launch's gap
+ * is a tenth of the GEMM). Block `id` of an operand packs product id / tiles,
+ * and in it row tile id % tiles / tiles_k, k tile id % tiles_k. It passes through shared memory so that the reads, in the
  * source's order, and the writes, along k, are both whole 128-byte lines; the
  * padding column keeps the transposing case free of bank conflicts. */
 template <int PARTS>
@@ -60,9 +63,16 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(PackOperand a, PackO
                                                              int64_t tiles_k) {
     static_assert(PARTS == 1 || PARTS == 2, "rounded, or split into hi and lo");
     __shared__ float tile[kPackRows][kBK + 1];
-    const bool is_a = blockIdx.x < a.tiles;
-    const PackOperand op = is_a ? a : b;
-    const int64_t id = is_a ? blockIdx.x : blockIdx.x - a.tiles;
+    const int64_t a_blocks = a.tiles * a.products;
+    const bool is_a = blockIdx.x < a_blocks;
+    PackOperand op = is_a ? a : b;
+    int64_t id = is_a ? blockIdx.x : blockIdx.x - a_blocks;
+    if (op.products > 1) {  // a batch: this block's product
+        const int64_t product = id / op.tiles;
+        id -= product * op.tiles;
+        op.src += product * op.src_step;
+        op.dst += product * op.tiles * PARTS * kTileFloats;
+    }
     const int64_t row0 = id / tiles_k * kPackRows, k0 = id % tiles_k * kBK;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kWarps = kPackThreads / 32;
@@ -120,8 +130,12 @@ int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, uin
 }
 
 /* Packs A (row_tiles_a row tiles) and B (row_tiles_b) into a workspace, calls
- * gemm(problem, packed_a, packed_b, tiles_k) to enqueue the GEMM of `problem`
- * on `stream`, and frees the workspace after it in stream order; in K panels
+ * gemm(problem, batch, packed_a, packed_b, tiles_k, step_a, step_b) to
+ * enqueue the GEMM of `problem` on `stream`, and frees the workspace after it
+ * in stream order. In a batch (ladder.h) every product's operands are packed, in the one
+ * launch, and step_a and step_b are the floats from one product's packed A (B)
+ * to the next's: 0 for an operand the products share, packed once, and
+ * outside a batch. In K panels
  * (k_panel_tiles) where the whole K would need more workspace than the pool
  * keeps: panel 0 is alpha A_0 B_0 + beta C, panel p > 0 alpha A_p B_p + D,
  * into D, in order. *launched stays false, and nothing is enqueued, when the
@@ -129,19 +143,23 @@ int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, uin
  * dimension's limit, or no memory for the workspace; the caller's mma.sync
  * path takes the call then. */
 template <int PARTS, typename Gemm>
-cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t row_tiles_b, cudaStream_t stream,
-                                 bool *launched, Gemm &&gemm) {
+cudaError_t with_packed_operands(const fsg_gemm &g, const fsg_batch &batch, int64_t row_tiles_a, int64_t row_tiles_b,
+                                 cudaStream_t stream, bool *launched, Gemm &&gemm) {
     *launched = false;
     if (g.k == 0) return cudaSuccess;
     const int64_t tiles_k = ceil_div(g.k, kBK);
-    if ((row_tiles_a + row_tiles_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
+    const bool stack = batch.count > 1;
+    const int64_t products_a = stack && batch.step_a != 0 ? batch.count : 1;
+    const int64_t products_b = stack && batch.step_b != 0 ? batch.count : 1;
+    const int64_t rows_a = row_tiles_a * products_a, rows_b = row_tiles_b * products_b;  // row tiles to pack
+    if ((rows_a + rows_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
     cudaMemPool_t pool;
     uint64_t kept;
     cudaError_t err = fsg_workspace_pool(&pool, &kept);
     if (err != cudaSuccess) return err;
-    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, row_tiles_a + row_tiles_b, tiles_k, kept);
-    const int64_t floats_a = row_tiles_a * panel_tiles * PARTS * kTileFloats;
-    const size_t bytes = (size_t)(floats_a + row_tiles_b * panel_tiles * PARTS * kTileFloats) * sizeof(float);
+    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, rows_a + rows_b, tiles_k, kept);
+    const int64_t floats_a = rows_a * panel_tiles * PARTS * kTileFloats;
+    const size_t bytes = (size_t)(floats_a + rows_b * panel_tiles * PARTS * kTileFloats) * sizeof(float);
     float *packed = nullptr;
     err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
     if (err == cudaErrorMemoryAllocation) {
@@ -152,19 +170,27 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     *launched = true;
     for (int64_t k0 = 0; k0 < g.k && err == cudaSuccess; k0 += panel_tiles * kBK) {
         fsg_gemm panel = g;  // A's columns and B's rows [k0, k0 + depth)
+        fsg_batch panel_batch = batch;
         panel.a += g.a_trans ? k0 * g.lda : k0;
         panel.b += g.b_trans ? k0 : k0 * g.ldb;
         panel.k = g.k - k0 < panel_tiles * kBK ? g.k - k0 : panel_tiles * kBK;
         if (k0 > 0) {  // onto the panels before
             panel.c = g.d;
             panel.ldc = g.ldd;
+            panel_batch.step_c = batch.step_d;
             panel.beta = 1.0f;
         }
         const int64_t panel_k_tiles = ceil_div(panel.k, kBK);
-        const PackOperand a = {panel.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a * panel_k_tiles};
-        const PackOperand b = {panel.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b * panel_k_tiles};
-        pack_kernel<PARTS><<<(unsigned)(a.tiles + b.tiles), kPackThreads, 0, stream>>>(a, b, panel.k, panel_k_tiles);
-        gemm(panel, (const float *)packed, (const float *)(packed + floats_a), (int)panel_k_tiles);
+        const PackOperand a = {panel.a, g.lda, g.m, !g.a_trans, packed, row_tiles_a * panel_k_tiles,
+                               products_a, batch.step_a};
+        const PackOperand b = {panel.b, g.ldb, g.n, g.b_trans, packed + floats_a, row_tiles_b * panel_k_tiles,
+                               products_b, batch.step_b};
+        const int64_t step_a = products_a > 1 ? a.tiles * PARTS * kTileFloats : 0;
+        const int64_t step_b = products_b > 1 ? b.tiles * PARTS * kTileFloats : 0;
+        pack_kernel<PARTS><<<(unsigned)(a.tiles * products_a + b.tiles * products_b), kPackThreads, 0, stream>>>(
+            a, b, panel.k, panel_k_tiles);
+        gemm(panel, panel_batch, (const float *)packed, (const float *)(packed + floats_a), (int)panel_k_tiles, step_a,
+             step_b);
         err = cudaGetLastError();
     }
     // A launch that fails after panel 0 leaves D holding the panels before it (and C overwritten where C is D):
@@ -173,40 +199,42 @@ cudaError_t with_packed_operands(const fsg_gemm &g, int64_t row_tiles_a, int64_t
     return err != cudaSuccess ? err : freed;
 }
 
-/* The launcher both Hopper kernels share: kernel(g, packed_a, packed_b,
- * tiles_k) as one block per BM x BN output tile, all on grid x (so at most
- * INT32_MAX of them: past that *launched stays false), and per split-K slice
- * on grid z (slice_tiles; a k_slice that is not whole k-tiles is declined
- * too), on the operands that with_packed_operands packs in PARTS parts, over
- * the whole K. B is packed in whole block tiles, BN / kPackRows row tiles
+/* The launcher both Hopper kernels share: kernel(g, batch, packed_a,
+ * packed_b, tiles_k, step_a, step_b) as one block per BM x BN output tile, all on grid
+ * x (so at most INT32_MAX of them: past that *launched stays false), and per
+ * split-K slice or per product of a batch on grid z (slice_tiles; a k_slice
+ * that is not whole k-tiles is declined too, and so is a batch past
+ * kFsgMaxBatch), on the operands that with_packed_operands packs in PARTS
+ * parts, over the whole K. B is packed in whole block tiles, BN / kPackRows row tiles
  * each, or, for a BN narrower than a packed tile, in packed tiles that
  * kPackRows / BN blocks share; the last may be partly or all zeros. */
 template <int PARTS, int BM, int BN, typename Kernel>
-cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g, cudaStream_t stream,
-                             bool *launched) {
+cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g, const fsg_batch &batch,
+                             cudaStream_t stream, bool *launched) {
     static_assert(BM == kPackRows && (BN % kPackRows == 0 || kPackRows % BN == 0),
                   "block tiles are whole packed tiles, or whole parts of one");
     const int64_t tiles_m = ceil_div(g.m, BM), tiles_n = ceil_div(g.n, BN);
-    if (tiles_m * tiles_n > INT32_MAX || g.k_slice % kBK != 0) {
+    if (tiles_m * tiles_n > INT32_MAX || g.k_slice % kBK != 0 || batch.count > kFsgMaxBatch) {
         *launched = false;
         return cudaSuccess;
     }
-    return with_packed_operands<PARTS>(g, tiles_m, ceil_div(tiles_n * BN, (int64_t)kPackRows), stream, launched,
-                                       [&](const fsg_gemm &problem, const float *packed_a, const float *packed_b,
-                                           int tiles_k) {
-                                           const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(problem));
-                                           launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, problem,
-                                                            packed_a, packed_b, tiles_k);
-                                       });
+    return with_packed_operands<PARTS>(
+        g, batch, tiles_m, ceil_div(tiles_n * BN, (int64_t)kPackRows), stream, launched,
+        [&](const fsg_gemm &problem, const fsg_batch &products, const float *packed_a, const float *packed_b,
+            int tiles_k, int64_t step_a, int64_t step_b) {
+            const dim3 grid((unsigned)(tiles_m * tiles_n), 1, grid_z(problem, products));
+            launch_with_smem(kernel, grid, kThreads, smem_bytes, stream, problem, products, packed_a, packed_b,
+                             tiles_k, step_a, step_b);
+        });
 }
 
 /* The launcher of the wgmma rungs (14 tf32, 15 tf32x3): their wgmma path
  * (sm90) on compute capability 9.0, the one its code is built for (sm_90a),
  * unless it declines the call (it leaves *launched false when its workspace
  * or grid cannot be had); the mma.sync rung of the same math (12 tf32_mma,
- * 13 tf32x3_mma) otherwise. */
-inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, cudaStream_t stream,
-                                       cudaError_t (*sm90)(const fsg_gemm *, cudaStream_t, bool *),
+ * 13 tf32x3_mma) otherwise, which runs a batch product by product. */
+inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream,
+                                       cudaError_t (*sm90)(const fsg_gemm *, const fsg_batch &, cudaStream_t, bool *),
                                        cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
     int device, major, minor;
     cudaError_t err = cudaGetDevice(&device);
@@ -215,10 +243,10 @@ inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, cudaStream_t stream,
     if (err != cudaSuccess) return err;
     if (major == 9 && minor == 0) {
         bool launched = false;
-        err = sm90(g, stream, &launched);
+        err = sm90(g, *batch, stream, &launched);
         if (err != cudaSuccess || launched) return err;
     }
-    return mma_sync(g, stream);
+    return fsg_each_product(g, batch, stream, mma_sync);
 }
 
 }  // namespace hopper

@@ -72,6 +72,28 @@ __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &
     return block;
 }
 
+/* Grid z is either split-K's slices or a batch's products (ladder.h's
+ * fsg_batch; never both). The block's own problem: its K-slice (common.cuh's
+ * this_slice) or its product, A, B, C and D moved on by the batch's steps.
+ * The SIMT rungs, which run a batch product by product, keep this_slice
+ * alone. kOneProduct: the batch of an ordinary call. */
+constexpr fsg_batch kOneProduct = {1, 0, 0, 0, 0};
+
+inline unsigned grid_z(const fsg_gemm &g, const fsg_batch &batch) {
+    return batch.count > 1 ? (unsigned)batch.count : slice_count(g);
+}
+
+__device__ __forceinline__ fsg_gemm this_slice_or_product(const fsg_gemm &problem, const fsg_batch &batch) {
+    if (batch.count <= 1) return this_slice(problem);
+    fsg_gemm g = problem;
+    const int64_t p = blockIdx.z;
+    g.a += p * batch.step_a;
+    g.b += p * batch.step_b;
+    if (g.c != nullptr) g.c += p * batch.step_c;
+    g.d += p * batch.step_d;
+    return g;
+}
+
 /* Split-K (ladder.h's k_slice, grid z): the packed k-tiles the block's slice
  * consumes, out of the tiles_k that pack the whole K for each row tile. The
  * launcher takes only a k_slice of whole tiles, so every slice starts on one. */

@@ -76,13 +76,18 @@ constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 // ---- kernel ----
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles, one per k-step, and so does each of B's; the block's split-K
- * slice takes its own run of them (slice_tiles) and its own D. A template (of
+ * slice takes its own run of them (slice_tiles) and its own D, and a batch's
+ * product its own packed operands, step_a and step_b floats on per product
+ * (hopper/pack.cuh), and its own A, B and D. A template (of
  * a parameter that changes nothing) so that rung 15, which includes this file,
  * gets no second definition of it: a template is emitted only where used. */
 template <int = 0>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_tf32_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
-    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    wgmma_tf32_kernel(fsg_gemm problem, fsg_batch batch, const float *packed_a, const float *packed_b, int tiles_k,
+                      int64_t step_a, int64_t step_b) {
+    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (hopper/pipeline.cuh)
+    packed_a += blockIdx.z * step_a;  // steps are 0 but in a batch
+    packed_b += blockIdx.z * step_b;
     const SliceTiles slice = slice_tiles(problem, tiles_k);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
     // stages: [kStages][A, B 0, B 1][kTileFloats]
@@ -135,8 +140,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return launch_on_packed<1, kBM, kBN>(wgmma_tf32_kernel<>, kSmemBytes, *g, stream, launched);
+inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    return launch_on_packed<1, kBM, kBN>(wgmma_tf32_kernel<>, kSmemBytes, *g, batch, stream, launched);
 }
 
 }  // namespace tf32
@@ -146,7 +151,12 @@ inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched
 // ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32::launch, fsg_tf32_mma_sgemm);
+    return fsg_tf32_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+/* A batch: the products on grid z, every product's operands packed in one pass. */
+extern "C" cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32::launch, fsg_tf32_mma_sgemm);
 }
 #endif
 

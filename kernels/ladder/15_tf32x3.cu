@@ -122,13 +122,18 @@ __device__ __forceinline__ void consume_stages(const fsg_gemm &g, const float *s
 
 /* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
  * tiles_k tiles (hi, then lo), one per k-step, and so does B's; the block's
- * split-K slice takes its own run of them (slice_tiles) and its own D. */
+ * split-K slice takes its own run of them (slice_tiles) and its own D, and a
+ * batch's product its own packed operands (step_a and step_b floats on per
+ * product) and its own A, B and D. */
 template <int BN>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_tf32x3_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
+    wgmma_tf32x3_kernel(fsg_gemm problem, fsg_batch batch, const float *packed_a, const float *packed_b, int tiles_k,
+                        int64_t step_a, int64_t step_b) {
     using Shape = BlockShape<BN>;
     constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
-    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (hopper/pipeline.cuh)
+    packed_a += blockIdx.z * step_a;  // steps are 0 but in a batch
+    packed_b += blockIdx.z * step_b;
     const SliceTiles slice = slice_tiles(problem, tiles_k);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
     // stages: [kStages][A hi, A lo, B hi, B lo]
@@ -161,8 +166,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <int BN>
-cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
-    return launch_on_packed<2, kBM, BN>(wgmma_tf32x3_kernel<BN>, BlockShape<BN>::kSmemBytes, *g, stream, launched);
+cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    return launch_on_packed<2, kBM, BN>(wgmma_tf32x3_kernel<BN>, BlockShape<BN>::kSmemBytes, *g, batch, stream,
+                                        launched);
 }
 
 /* ---- The direct path (tf32x3:direct): no pack pass ----
@@ -257,11 +263,11 @@ __device__ __forceinline__ void split_tile(const float *raw, float *hi, float *l
 /* A_TRANS, B_TRANS: ladder.h's transpose flags (a column-major A has m, not
  * k, contiguous; a column-major B has k contiguous). */
 template <int BN, bool A_TRANS, bool B_TRANS>
-__global__ void __launch_bounds__(kDirectThreads, 1) wgmma_tf32x3_direct_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kDirectThreads, 1) wgmma_tf32x3_direct_kernel(fsg_gemm problem, fsg_batch batch) {
     using Shape = BlockShape<BN>;
     using Layout = DirectLayout<BN>;
     constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
-    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (hopper/pipeline.cuh)
     const int count = (int)ceil_div(g.k, kBK);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
     // operand stages: [kDirectStages][A hi, A lo, B hi, B lo]; full completes on every producer thread's arrival
@@ -314,16 +320,16 @@ __global__ void __launch_bounds__(kDirectThreads, 1) wgmma_tf32x3_direct_kernel(
 }
 
 /* The direct path's launcher: one block per 128 x BN tile on grid x, split-K
- * slices on grid z. *launched stays false (the mma.sync path then runs) for
- * k == 0 and for grids past grid x's limit. */
+ * slices or a batch's products on grid z. *launched stays false (the mma.sync
+ * path then runs) for k == 0 and for grids past grid x's or z's limit. */
 template <int BN>
-cudaError_t launch_direct(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
+cudaError_t launch_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     const int64_t tiles = ceil_div(g->m, kBM) * ceil_div(g->n, BN);
-    *launched = g->k > 0 && tiles <= INT32_MAX;
+    *launched = g->k > 0 && tiles <= INT32_MAX && batch.count <= kFsgMaxBatch;
     if (!*launched) return cudaSuccess;
-    const dim3 grid((unsigned)tiles, 1, slice_count(*g));
+    const dim3 grid((unsigned)tiles, 1, grid_z(*g, batch));
     const size_t smem = DirectLayout<BN>::kSmemBytes;
-    auto run = [&](auto kernel) { launch_with_smem(kernel, grid, kDirectThreads, smem, stream, *g); };
+    auto run = [&](auto kernel) { launch_with_smem(kernel, grid, kDirectThreads, smem, stream, *g, batch); };
     if (g->a_trans) {
         if (g->b_trans) run(wgmma_tf32x3_direct_kernel<BN, true, true>);
         else run(wgmma_tf32x3_direct_kernel<BN, true, false>);
@@ -342,19 +348,34 @@ cudaError_t launch_direct(const fsg_gemm *g, cudaStream_t stream, bool *launched
 #if __INCLUDE_LEVEL__ == 0
 /* 128 x 128 block tiles: the rung's own configuration. */
 extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32x3::launch<128>, fsg_tf32x3_mma_sgemm);
+    return fsg_tf32x3_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+/* A batch, in each configuration: the products on grid z, every product's operands packed in one pass (none
+ * for the direct path). */
+extern "C" cudaError_t fsg_tf32x3_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch<128>, fsg_tf32x3_mma_sgemm);
 }
 
 /* 128 x 64 block tiles: twice the blocks, for problems near 1024^3 whose
  * 128 x 128 tiles leave half the H100's SMs idle. */
 extern "C" cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32x3::launch<64>, fsg_tf32x3_mma_sgemm);
+    return fsg_tf32x3_128x64_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+extern "C" cudaError_t fsg_tf32x3_128x64_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch<64>, fsg_tf32x3_mma_sgemm);
 }
 
 /* No pack pass, 128 x 64 block tiles: for a small result and a long K, where
  * packing the operands costs more than the product. */
 extern "C" cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, stream, fsg::hopper::tf32x3::launch_direct<64>, fsg_tf32x3_mma_sgemm);
+    return fsg_tf32x3_direct_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+extern "C" cudaError_t fsg_tf32x3_direct_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch_direct<64>,
+                                            fsg_tf32x3_mma_sgemm);
 }
 #endif
 

@@ -15,7 +15,8 @@
  * maps to CUBLAS_OP_N when it is row-major and CUBLAS_OP_T when it is not.
  *
  * cuBLAS updates C in place; when the caller wants D != C, C is first copied
- * into D on the same stream.
+ * into D on the same stream. A batch (ladder.h) is one strided-batched call
+ * (product by product where a C other than D must be copied first).
  *
  * Handles: one per host thread and device, created on first use and destroyed
  * when the thread ends, so concurrent callers never share a handle. The main
@@ -122,9 +123,13 @@ void fsg_cublas_release_thread_handle(void) {
     destroy_thread_handle(th);
 }
 
-static cudaError_t cublas_gemm(const fsg_gemm *g, cublasComputeType_t compute, cudaStream_t stream) {
+/* batch: NULL for one product. */
+static cudaError_t cublas_gemm(const fsg_gemm *g, const fsg_batch *batch, cublasComputeType_t compute,
+                               cudaStream_t stream) {
     if (g->k_slice != 0) return cudaErrorInvalidValue;  // cuBLAS splits K (or not) by itself: never given slices
-    cublasHandle_t handle;
+    if (batch != NULL && g->c != NULL && (g->c != g->d || batch->step_c != batch->step_d))
+        return fsg_each_product(g, batch, stream, compute == CUBLAS_COMPUTE_32F ? fsg_cublas_sgemm : fsg_cublas_tf32_sgemm);
+    cublasHandle_t handle = NULL;
     cudaError_t err = get_handle(&handle);
     if (err != cudaSuccess) return err;
 
@@ -136,17 +141,30 @@ static cudaError_t cublas_gemm(const fsg_gemm *g, cublasComputeType_t compute, c
     if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
 
     const float beta = g->c != NULL ? g->beta : 0.0f;
-    s = cublasGemmEx_64(handle, g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb, g->a, CUDA_R_32F, g->lda, &beta,
-                        g->d, CUDA_R_32F, g->ldd, compute, CUBLAS_GEMM_DEFAULT);
+    const cublasOperation_t op_b = g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (batch != NULL)  // one call for the whole stack: a shared operand has step 0
+        s = cublasGemmStridedBatchedEx_64(handle, op_b, op_a, g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb,
+                                          batch->step_b, g->a, CUDA_R_32F, g->lda, batch->step_a, &beta, g->d,
+                                          CUDA_R_32F, g->ldd, batch->step_d, batch->count, compute, CUBLAS_GEMM_DEFAULT);
+    else
+        s = cublasGemmEx_64(handle, op_b, op_a, g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb, g->a, CUDA_R_32F,
+                            g->lda, &beta, g->d, CUDA_R_32F, g->ldd, compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
     return cudaGetLastError();
 }
 
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return cublas_gemm(g, CUBLAS_COMPUTE_32F, stream);
+    return cublas_gemm(g, NULL, CUBLAS_COMPUTE_32F, stream);
 }
 
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return cublas_gemm(g, CUBLAS_COMPUTE_32F_FAST_TF32, stream);
+    return cublas_gemm(g, NULL, CUBLAS_COMPUTE_32F_FAST_TF32, stream);
+}
+
+cudaError_t fsg_cublas_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return cublas_gemm(g, batch, CUBLAS_COMPUTE_32F, stream);
+}
+
+cudaError_t fsg_cublas_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return cublas_gemm(g, batch, CUBLAS_COMPUTE_32F_FAST_TF32, stream);
 }

@@ -11,7 +11,9 @@
 #define GRID_Y_LIMIT(TILE) ((int64_t)65535 * (TILE))
 
 /* Other configurations of rungs: the same idea with other tile sizes or
- * paths, for kernel="<rung>:<name>" and the tuning behind kernel="auto". */
+ * paths, for kernel="<rung>:<name>" and the tuning behind kernel="auto".
+ * `.launch_batch`: the launcher that runs a stack of products in one launch
+ * (ladder.h); without one a stack runs product by product (fsg_each_product). */
 static const fsg_config tile2d_configs[] = {
     {"walked", "tiles loaded through pointers moved on by a tile per step, not recomputed indices and bounds",
      fsg_tile2d_walked_sgemm, GRID_Y_LIMIT(128)},
@@ -35,10 +37,10 @@ static const fsg_config warptile_configs[] = {
 static const fsg_config tf32x3_configs[] = {
     {"128x64", "128 x 64 block tiles: twice the blocks of 128 x 128, for medium problems "
      "(tf32x3_mma where wgmma is not had)",
-     fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1)},
+     fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_128x64_batch_sgemm},
     {"direct", "no pack pass, 128 x 64 tiles: the producer splits A and B into shared memory itself, for a small "
      "result and a long K (tf32x3_mma where wgmma is not had)",
-     fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1)},
+     fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_direct_batch_sgemm},
 };
 
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
@@ -215,6 +217,7 @@ const fsg_rung fsg_rungs[] = {
         .precision = "tf32",
         .max_dim = GRID_Y_LIMIT(128),
         FILL(128, 256, 1),
+        .launch_batch = fsg_tf32_batch_sgemm,
     },
     {
         .number = 15,
@@ -228,6 +231,7 @@ const fsg_rung fsg_rungs[] = {
         .max_dim = GRID_Y_LIMIT(64),
         FILL(128, 128, 1),
         CONFIGS(tf32x3_configs),
+        .launch_batch = fsg_tf32x3_batch_sgemm,
     },
     {
         .number = -1,
@@ -239,6 +243,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "",
         .precision = "fp32",
         .max_dim = INT64_MAX,
+        .launch_batch = fsg_cublas_batch_sgemm,
     },
     {
         .number = -1,
@@ -250,6 +255,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "",
         .precision = "tf32",
         .max_dim = INT64_MAX,
+        .launch_batch = fsg_cublas_tf32_batch_sgemm,
     },
 };
 

@@ -102,10 +102,11 @@ def resolve_kernel(kernel, on_device: bool) -> Kernel | None:
     return choice
 
 
-def auto_choice_on(device: int | None, m: int, n: int, k: int) -> Kernel:
-    """What kernel="auto" runs for an m x n x k problem on CUDA device `device` (the current one when None), from
-    fastsgemm._tuning. The C fast path asks this once per device and shape (csrc/fast_call.c) and remembers it."""
-    return parse_kernel(_tuning.choose(_sgemm.current_device() if device is None else device, m, n, k))
+def auto_choice_on(device: int | None, m: int, n: int, k: int, count: int = 1) -> Kernel:
+    """What kernel="auto" runs for an m x n x k problem, or a stack of `count` of them, on CUDA device `device`
+    (the current one when None), from fastsgemm._tuning. The C fast path asks this once per device, shape and
+    count (csrc/fast_call.c) and remembers it."""
+    return parse_kernel(_tuning.choose(_sgemm.current_device() if device is None else device, m, n, k, count))
 
 
 _sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), DeviceArray, auto_choice_on)

@@ -3,9 +3,12 @@
 Operands of any rank: 1-D ones are promoted to matrices (a row for A, a column for B) and the added
 dimension is dropped from the result; the dimensions before the last two are a stack of matrices, and the
 stacks broadcast against each other as NumPy broadcasts. An operand broadcast along the stack is read in
-place, never copied. On the GPU a stack whose products share B (or A) and lie evenly spaced is one matrix
-product: (s, m, k) @ (k, n) is the (s * m) x k matrix times B, one launch. Other stacks run product by
-product, a launch each (one launch for the whole stack is the next step: benchmarks/NOTES.md, "Batches").
+place, never copied. On the GPU a run of the stack through which every operand steps evenly is one call of
+the C core (csrc/operands.c, fsg_run_batch): a stack whose products share B (or A) and lie end to end is one
+matrix product ((s, m, k) @ (k, n) is the (s * m) x k matrix times B), and any other is one launch on the
+kernels that take a batch (KernelInfo.batched: the wgmma rungs, cuBLAS's strided-batched call) and product
+by product on the rest. Torch tensors and CuPy arrays of 2 or 3 dimensions skip the Python below altogether
+(csrc/fast_call.c, matmul_fast).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import math
 import numpy as np
 
 from . import _sgemm
-from ._api import CudaError, auto_choice_on, resolve_kernel, sgemm
+from ._api import CudaError, resolve_kernel, sgemm
 from ._device_array import DeviceArray, device_buffer, matrix_core, record_writer
 from ._operands import (CUDA, HOST, Operand, c_contiguous_strides, describe, empty_like_framework, is_device_array,
                         operand_device, to_operand, working_stream)
@@ -74,13 +77,18 @@ def matmul(a, b, *, out=None, kernel="auto"):
     lie on the operands' side; it is returned. Any strides work, and a broadcast stack is read in place
     (stride 0). On the GPU a stack whose products share B and whose A and result matrices follow each other
     evenly (a C-contiguous stack, for one) runs as one tall product, and likewise a shared A with B and result
-    matrices side by side; other stacks run product by product. TypeError for dtypes other than float32,
+    matrices side by side; other stacks run in one launch on the kernels that take a batch (auto picks among
+    them) and product by product on the others. TypeError for dtypes other than float32,
     ValueError for shapes that numpy.matmul refuses; kernel as for fastsgemm.sgemm ("auto" picks for the
     product that runs).
     """
     # Two well-formed matrices are sgemm's problem exactly: its C fast path reads them in one pass and runs. It
     # declines everything else (other ranks and types, errors) before touching anything, and the code below runs.
     result = _sgemm.sgemm_fast(a, b, None, out, 1.0, 0.0, kernel)
+    if result is not NotImplemented:
+        return result
+    # Stacks of torch tensors or CuPy arrays (3-D, or 3-D with 2-D) likewise, through matmul_fast.
+    result = _sgemm.matmul_fast(a, b, out, kernel)
     if result is not NotImplemented:
         return result
     on_device = is_device_array(a)
@@ -141,24 +149,13 @@ def _matrix_view(op, promote_axis):
     return tuple(shape), tuple(strides)
 
 
-def _run_stack(choice, device, firsts, strides, m, k, n, count, steps, stream):
-    """`count` products on `device`: product p's A, B and out are the m x k, k x n and m x n matrices with the
-    given (row, column) strides, steps[i] * p elements after the addresses in `firsts`."""
+def _run_stack(choice, firsts, strides, m, k, n, count, steps, stream):
+    """`count` products on the operands' GPU, one call of the C core: product p's A, B and out are the m x k, k x n and
+    m x n matrices with the given (row, column) strides, steps[i] * p elements after the addresses in `firsts`."""
     (a_rs, a_cs), (b_rs, b_cs), (o_rs, o_cs) = strides
-    step_a, step_b, step_o = steps
-    if count > 1 and step_b == 0 and step_a == m * a_rs and step_o == m * o_rs and o_rs:
-        # A's and out's matrices follow each other row after row: one (count * m) x k times B.
-        m, count = count * m, 1
-    elif count > 1 and step_a == 0 and step_b == n * b_cs and step_o == n * o_cs and o_cs:
-        # B's and out's matrices lie side by side, column after column: A times one k x (count * n).
-        n, count = count * n, 1
-    if choice is None:
-        choice = auto_choice_on(device, m, n, k)
-    for p in range(count):
-        a = (firsts[0] + 4 * p * step_a, m, k, a_rs, a_cs)
-        b = (firsts[1] + 4 * p * step_b, k, n, b_rs, b_cs)
-        out = (firsts[2] + 4 * p * step_o, m, n, o_rs, o_cs)
-        _sgemm.gemm(choice, a, b, None, out, 1.0, 0.0, stream)
+    # choice None: auto, which the C core asks about the stack (or the one product it is) once it has read it.
+    _sgemm.gemm_batch(choice, (firsts[0], m, k, a_rs, a_cs), (firsts[1], k, n, b_rs, b_cs),
+                      (firsts[2], m, n, o_rs, o_cs), count, *steps, stream)
 
 
 def _byte_span(op):
@@ -215,7 +212,7 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, device, stream):
         for index in np.ndindex(*outer):
             firsts = [ptr + 4 * sum(i * s for i, s in zip(index, offsets))
                       for ptr, offsets in zip((x.ptr, y.ptr, o.ptr), outer_steps)]
-            _run_stack(choice, device, firsts, strides, m, k, n, inner, inner_steps, stream)
+            _run_stack(choice, firsts, strides, m, k, n, inner, inner_steps, stream)
     if x.keep_alive or y.keep_alive:
         _sgemm.synchronize(stream)  # DLPack producers may free their memory once their deleter runs
     return _finish(result if result is not None else o.source, o, stream)

@@ -15,6 +15,7 @@ class KernelConfig(NamedTuple):
     shape: str  # what differs from the rung's own configuration
     max_dim: int  # largest M and N it takes
     fill: tuple | None = None  # how a long K is sliced: KernelInfo.fill
+    batched: bool = False  # runs a stack of products in one launch: KernelInfo.batched
 
 
 class KernelInfo(NamedTuple):
@@ -33,11 +34,15 @@ class KernelInfo(NamedTuple):
     # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm): sums accurate at any K, so
     # only as many slices as one wave of such blocks needs to fill the GPU.
     fill: tuple | None = None
+    # A stack of products (fastsgemm.matmul) runs in one launch: the product index is a grid dimension (the wgmma
+    # rungs) or cuBLAS's strided-batched call. False: the stack runs product by product, a launch each.
+    batched: bool = False
 
 
 REGISTRY = tuple(
     KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
-               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]), r["fill"])
+               tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]), r["fill"],
+               r["batched"])
     for r in _sgemm.rungs()
 )
 INDEX = {info.name: i for i, info in enumerate(REGISTRY)}
@@ -74,6 +79,12 @@ class Kernel(NamedTuple):
         info = REGISTRY[self.rung]
         return info.max_dim if self.config < 0 else info.configs[self.config].max_dim
 
+    @property
+    def batched(self) -> bool:
+        """Whether it runs a stack of products in one launch."""
+        info = REGISTRY[self.rung]
+        return info.batched if self.config < 0 else info.configs[self.config].batched
+
 
 def parse_kernel(kernel) -> Kernel | None:
     """The kernel a name means: "<rung>" or "<rung>:<config>"; None for "auto"."""
@@ -109,3 +120,13 @@ def auto_candidates() -> dict:
             candidates[info.name] = info.max_dim
             candidates.update({f"{info.name}:{c.name}": c.max_dim for c in info.configs})
     return candidates
+
+
+def batched_candidates() -> set:
+    """The kernels auto may run (auto_candidates) that run a stack of products in one launch."""
+    batched = set()
+    for info in REGISTRY:
+        if info.device == "cuda" and info.precision == "fp32":
+            batched.update([info.name] if info.batched else [])
+            batched.update(f"{info.name}:{c.name}" for c in info.configs if c.batched)
+    return batched

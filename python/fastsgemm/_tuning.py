@@ -11,6 +11,16 @@ of the nearest measured shape, nearest by
 since speed follows the orders of magnitude of the dimensions, and shapes that are not multiples of 4 cannot
 use 16-byte vector loads. A kernel that cannot take the problem's M or N (max_dim) gives way to cuBLAS.
 
+A stack of products (fastsgemm.matmul) runs in one launch on the kernels that take a batch (the wgmma rungs and
+cuBLAS: KernelInfo.batched). For a stack of `count` products auto takes the measured shape nearest to the
+stack's whole output and its K, by
+
+    |log2(count * M * N / (M' * N'))| + |log2(K / K')|  (+ 1 as above)
+
+(what fills the GPU is the number of output tiles, whichever product they belong to), and of the batched
+kernels timed there the fastest. A stack that is one matrix product (csrc/operands.c's fsg_run_batch: a
+shared B with A's and the results' matrices end to end) is looked up as that product.
+
 GPUs not in the table: a tuned GPU of the same compute capability lends its entries (the same SM design,
 other clocks and memory); otherwise auto runs cuBLAS. FASTSGEMM_TUNING names another table file
 (`python -m fastsgemm.tune --output FILE` writes one); the table is read once per process.
@@ -25,7 +35,7 @@ import warnings
 from pathlib import Path
 
 from . import _sgemm
-from ._registry import auto_candidates
+from ._registry import auto_candidates, batched_candidates
 
 SHIPPED_TABLE = Path(__file__).with_name("tuning.json")
 TABLE_FORMAT = 1
@@ -51,7 +61,8 @@ def read_table(path: Path) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def tuned_devices() -> dict:
-    """GPU name -> (compute capability, [(M, N, K, kernel), ...]), entries this build can run only."""
+    """GPU name -> (compute capability, [(M, N, K, kernel, batched), ...]), entries this build can run only;
+    batched: the kernels that run a stack in one launch, fastest first, as timed at that shape."""
     path = table_path()
     try:
         table = read_table(path)
@@ -59,9 +70,12 @@ def tuned_devices() -> dict:
         warnings.warn(f"fastsgemm: {error}; kernel='auto' runs {FALLBACK}", RuntimeWarning, stacklevel=2)
         return {}
     known = auto_candidates()
+    one_launch = batched_candidates()
     devices = {}
     for name, device in table["devices"].items():
-        entries = [(s["M"], s["N"], s["K"], s["kernel"]) for s in device.get("shapes", []) if s.get("kernel") in known]
+        entries = [(s["M"], s["N"], s["K"], s["kernel"],
+                    tuple(sorted((k for k in s.get("median_ms", {}) if k in one_launch), key=s["median_ms"].get)))
+                   for s in device.get("shapes", []) if s.get("kernel") in known]
         if entries:
             devices[name] = (tuple(device.get("compute_capability", ())), entries)
     return devices
@@ -81,7 +95,7 @@ def _entries_for(device: int) -> tuple:
 
 
 def _distance(m, n, k, entry) -> float:
-    em, en, ek, _ = entry
+    em, en, ek = entry[:3]
     aligned = m % 4 == 0 and n % 4 == 0 and k % 4 == 0
     entry_aligned = em % 4 == 0 and en % 4 == 0 and ek % 4 == 0
     logs = sum(abs(math.log2(max(x, 1) / max(e, 1))) for x, e in ((m, em), (n, en), (k, ek)))
@@ -97,7 +111,28 @@ def pick(entries, m: int, n: int, k: int) -> str:
     return kernel if max(m, n) <= auto_candidates()[kernel] else FALLBACK
 
 
+def _stack_distance(m, n, k, count, entry) -> float:
+    em, en, ek = entry[:3]
+    aligned = m % 4 == 0 and n % 4 == 0 and k % 4 == 0
+    entry_aligned = em % 4 == 0 and en % 4 == 0 and ek % 4 == 0
+    logs = abs(math.log2(max(count * m * n, 1) / max(em * en, 1))) + abs(math.log2(max(k, 1) / max(ek, 1)))
+    return logs + (0.0 if aligned == entry_aligned else 1.0)
+
+
+def pick_batched(entries, m: int, n: int, k: int, count: int) -> str:
+    """For a stack of `count` m x n x k products: the fastest kernel that runs a stack in one launch at the
+    measured shape nearest to the stack's output and K (_stack_distance); cuBLAS (strided-batched) when there is
+    none."""
+    if not entries:
+        return FALLBACK
+    nearest = min(entries, key=lambda entry: _stack_distance(m, n, k, count, entry))
+    fits = [kernel for kernel in (nearest[4] if len(nearest) > 4 else ()) if max(m, n) <= auto_candidates()[kernel]]
+    return fits[0] if fits else FALLBACK
+
+
 @functools.lru_cache(maxsize=4096)
-def choose(device: int, m: int, n: int, k: int) -> str:
-    """The kernel name kernel="auto" runs for an m x n x k problem on CUDA device `device`."""
-    return pick(_entries_for(device), m, n, k)
+def choose(device: int, m: int, n: int, k: int, count: int = 1) -> str:
+    """The kernel name kernel="auto" runs for an m x n x k problem on CUDA device `device`, or for a stack of
+    `count` of them."""
+    entries = _entries_for(device)
+    return pick(entries, m, n, k) if count <= 1 else pick_batched(entries, m, n, k, count)
