@@ -310,7 +310,7 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
  * all distinct, proved the simple way: with its dimensions in order of stride
  * size, each stride passes the span of the smaller ones. False may be a false
  * alarm (an interleaving that happens to miss), never a wrong yes. */
-static int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step) {
+int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step) {
     int64_t extent[3] = {m->rows, m->cols, count}, stride[3] = {m->rs, m->cs, step};
     for (int i = 0; i < 3; ++i) stride[i] = stride[i] < 0 ? -stride[i] : stride[i];
     for (int i = 1; i < 3; ++i)  // insertion sort by stride
@@ -351,6 +351,7 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
     int64_t out_lo, out_hi;
     stack_span(out, count, steps[2], &out_lo, &out_hi);
     for (int i = 0; i < 2; ++i) {
+        if (ops[i].mat.rows == 0 || ops[i].mat.cols == 0) continue;  // K == 0: names no memory
         int64_t lo, hi;
         stack_span(&ops[i].mat, count, steps[i], &lo, &hi);
         if (lo < out_hi && out_lo < hi) {
@@ -370,9 +371,9 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
     // A stack whose out may name an element twice runs product by product, in order, the last write winning.
-    const fsg_batch_launcher launch_batch = stack_distinct(out, count, steps[2]) ? kernel->launch_batch : NULL;
-    err = fsg_run_batch(kernel->rung, kernel->launch, launch_batch, a, b, out, count, steps[0], steps[1], steps[2],
-                        stream);
+    const bool in_order = !stack_distinct(out, count, steps[2]);
+    err = fsg_run_batch(kernel->rung, kernel->launch, kernel->launch_batch, kernel->max_dim, in_order, a, b, out, count,
+                        steps[0], steps[1], steps[2], stream);
     Py_END_ALLOW_THREADS
     leave_device(previous_device);
     return err != cudaSuccess ? raise_kernel_error(st, kernel, err) : 0;

@@ -137,7 +137,9 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
 /* A stack of `count` products out_p = a_p @ b_p on device operands (ops: a,
  * b, out; each operand's matrices steps[i] elements apart), through
  * fsg_run_batch: one launch for a batched kernel. Checks the shapes, that
- * out's elements are distinct and miss A and B, and the placement; the
+ * each of out's matrices names distinct elements (an out whose matrices may
+ * share some runs product by product, in order), that out misses A and B,
+ * and the placement; the
  * stacks' extents must already be checked (check_device_stack). Returns 0, or
  * -1 with an exception set. */
 int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
@@ -147,6 +149,11 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
  * `step` elements apart, lie in (device operands whose extents were checked,
  * so nothing overflows). */
 void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi);
+
+/* Whether every element of a stack of `count` matrices m, `step` elements
+ * apart, is distinct, proved the simple way (a false "no" is possible, never
+ * a false "yes"). */
+int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step);
 
 /* fsg_run_gemm for a host (cpu) rung, called with the GIL held: in column
  * panels of out, each with the GIL released, Ctrl-C and other signals checked
@@ -182,8 +189,10 @@ PyObject *forget_auto_choices(PyObject *module, PyObject *unused);
 int auto_kernel(fast_state *fs, int device, int64_t m, int64_t n, int64_t k, int64_t count, kernel_choice *choice);
 
 /* What auto is asked about for a stack (ops: a, b, out; run_batch's steps):
- * problem = {m, n, k, count}, the one product it is where fsg_batch_as_one
- * says so (count 1), else the stack's. */
+ * problem = {m, n, k, count}: the one product it is where fsg_batch_as_one
+ * says so, and one product's shape with count 1 where fsg_run_batch will run
+ * it product by product (K == 0, a layout neither row- nor column-major, an
+ * out whose products may share elements), else the stack's. */
 void auto_problem_of_stack(const operand ops[3], int64_t count, const int64_t steps[3], int64_t problem[4]);
 
 #endif /* FASTSGEMM_EXTENSION_H */

@@ -403,13 +403,18 @@ int auto_kernel(fast_state *fs, int device, int64_t m, int64_t n, int64_t k, int
 }
 
 void auto_problem_of_stack(const operand ops[3], int64_t count, const int64_t steps[3], int64_t problem[4]) {
-    fsg_matrix a, b, out;
-    const bool one = fsg_batch_as_one(&ops[0].mat, &ops[1].mat, &ops[2].mat, count, steps[0], steps[1], steps[2], &a,
-                                      &b, &out);
+    fsg_matrix a = ops[0].mat, b = ops[1].mat, out = ops[2].mat;
+    const bool in_order = !stack_distinct(&ops[2].mat, count, steps[2]);
+    const bool one = !in_order && fsg_batch_as_one(&ops[0].mat, &ops[1].mat, &ops[2].mat, count, steps[0], steps[1],
+                                                   steps[2], INT64_MAX, &a, &b, &out);
+    int64_t ld;
+    const bool one_by_one = in_order || a.cols == 0 || fsg_classify(&ops[0].mat, &ld) == FSG_OTHER_LAYOUT ||
+                            fsg_classify(&ops[1].mat, &ld) == FSG_OTHER_LAYOUT ||
+                            fsg_classify(&ops[2].mat, &ld) == FSG_OTHER_LAYOUT;
     problem[0] = out.rows;
     problem[1] = out.cols;
     problem[2] = a.cols;
-    problem[3] = one ? 1 : count;
+    problem[3] = one || one_by_one ? 1 : count;
 }
 
 PyObject *forget_auto_choices(PyObject *module, PyObject *unused) {
@@ -662,6 +667,7 @@ cleanup:
 /* Whether out's stack and an input's share any address: the general path then computes into a temporary. */
 static int stacks_overlap(const operand *x, int64_t x_count, int64_t x_step, const operand *out, int64_t count,
                           int64_t out_step) {
+    if (x->mat.rows == 0 || x->mat.cols == 0) return 0;  // K == 0: names no memory
     int64_t lo, hi, out_lo, out_hi;
     stack_span(&x->mat, x_count, x_step, &lo, &hi);
     stack_span(&out->mat, count, out_step, &out_lo, &out_hi);

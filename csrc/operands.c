@@ -434,10 +434,11 @@ static fsg_matrix moved(const fsg_matrix *x, int64_t step) {
 }
 
 bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
-                      int64_t step_a, int64_t step_b, int64_t step_out, fsg_matrix *one_a, fsg_matrix *one_b,
-                      fsg_matrix *one_out) {
+                      int64_t step_a, int64_t step_b, int64_t step_out, int64_t max_dim, fsg_matrix *one_a,
+                      fsg_matrix *one_b, fsg_matrix *one_out) {
     const int64_t m = out->rows, n = out->cols;
     *one_a = *a, *one_b = *b, *one_out = *out;
+    if (m == 0 || n == 0 || count > max_dim / (m > n ? m : n)) return false;  // past the kernel's largest M or N
     if (count > 1 && step_b == 0 && a->rs != 0 && out->rs != 0 && step_a == m * a->rs && step_out == m * out->rs) {
         one_a->rows = one_out->rows = count * m;  // A's and out's matrices row after row: (count m) x k times B
         return true;
@@ -449,14 +450,16 @@ bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix
     return false;
 }
 
-cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch, const fsg_matrix *a,
-                          const fsg_matrix *b, const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b,
-                          int64_t step_out, cudaStream_t stream) {
+cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch,
+                          int64_t max_dim, bool in_order, const fsg_matrix *a, const fsg_matrix *b,
+                          const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b, int64_t step_out,
+                          cudaStream_t stream) {
     const int64_t m = out->rows, n = out->cols, k = a->cols;
     if (count == 0 || m == 0 || n == 0) return cudaSuccess;
+    if (in_order) launch_batch = NULL;
     // A stack that is one matrix (a Linear layer on a batch): one ordinary product, with the planner's split-K.
     fsg_matrix one_a, one_b, one_out;
-    if (fsg_batch_as_one(a, b, out, count, step_a, step_b, step_out, &one_a, &one_b, &one_out))
+    if (!in_order && fsg_batch_as_one(a, b, out, count, step_a, step_b, step_out, max_dim, &one_a, &one_b, &one_out))
         return fsg_run_gemm(rung, launch, &one_a, &one_b, NULL, &one_out, 1.0f, 0.0f, stream);
     fsg_gemm g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f, .a = a->ptr, .b = b->ptr, .d = out->ptr};
     const fsg_layout a_layout = fsg_classify(a, &g.lda), b_layout = fsg_classify(b, &g.ldb);

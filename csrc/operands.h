@@ -51,11 +51,12 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
 /* Whether a stack of `count` products (as fsg_run_batch takes them) is one
  * matrix product: a shared B with A's and out's matrices row after row, end
  * to end ((count m) x k times B: a Linear layer on a batch), or a shared A
- * with B's and out's side by side, column after column. Sets that product's
- * views either way (the stack's first product's when not). */
+ * with B's and out's side by side, column after column, within a kernel's
+ * largest M and N (max_dim). Sets that product's views either way (the
+ * stack's first product's when not). */
 bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
-                      int64_t step_a, int64_t step_b, int64_t step_out, fsg_matrix *one_a, fsg_matrix *one_b,
-                      fsg_matrix *one_out);
+                      int64_t step_a, int64_t step_b, int64_t step_out, int64_t max_dim, fsg_matrix *one_a,
+                      fsg_matrix *one_b, fsg_matrix *one_out);
 
 /* A stack of `count` products on the GPU: out_p = A_p B_p, where A_p, B_p
  * and out_p are the views a, b and out moved on by p * step_a, p * step_b and
@@ -65,11 +66,15 @@ bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix
  * out's matrices end to end, or a shared A with B's and out's side by side)
  * runs as one product; with a launch_batch (ladder.h; NULL: none) the rest
  * runs in one launch per kFsgMaxBatch products where every view is row- or
- * column-major and K > 0, and product by product through `launch` otherwise. Returns the
+ * column-major and K > 0, and product by product through `launch` otherwise.
+ * in_order: product by product whatever the stack (an out whose products may
+ * share elements: the last write wins, as in order). max_dim: the kernel's
+ * largest M and N, which a stack folded into one product must keep. Returns the
  * first error. */
-cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch, const fsg_matrix *a,
-                          const fsg_matrix *b, const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b,
-                          int64_t step_out, cudaStream_t stream);
+cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch,
+                          int64_t max_dim, bool in_order, const fsg_matrix *a, const fsg_matrix *b,
+                          const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b, int64_t step_out,
+                          cudaStream_t stream);
 
 /* dst = src for two views of one shape, on either side; synchronises before
  * returning when the destination is on the host. */

@@ -86,7 +86,9 @@ typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 
 /* The launcher of a rung that runs a whole batch (1 <= count <= kFsgMaxBatch)
  * in one launch: the product index on grid z (the wgmma rungs) or cuBLAS's
- * strided-batched call. Rungs without one run a batch product by product
+ * strided-batched call. The wgmma rungs run it product by product on their
+ * mma.sync rung where they would decline one product (not compute capability
+ * 9.0, no workspace). Rungs without one run a batch product by product
  * (fsg_each_product). */
 typedef cudaError_t (*fsg_batch_launcher)(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 

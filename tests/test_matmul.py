@@ -228,6 +228,39 @@ def test_a_stack_whose_workspace_passes_the_pool_packs_in_k_panels(rng):
 
 
 @pytest.mark.gpu
+def test_a_stack_folds_into_one_product_only_within_the_kernels_largest_m():
+    """128 products of 65536 x 32 sharing B would be one 8388608-row product, past tile2d's largest M (its row
+    tiles on grid y): they run as a stack instead, and correctly."""
+    torch = pytest.importorskip("torch")
+    a = torch.rand(128, 65536, 32, device="cuda") - 0.5
+    b = torch.rand(32, 32, device="cuda") - 0.5
+    assert 128 * 65536 > [k for k in fastsgemm.kernels() if k.name == "tile2d"][0].max_dim
+    result = fastsgemm.matmul(a, b, kernel="tile2d")
+    expected = torch.matmul(a.double(), b.double())
+    error = float(torch.linalg.norm(result.double() - expected) / torch.linalg.norm(expected))
+    assert error <= tolerance("tile2d"), error
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["tf32x3", "cublas", "warptile"])
+def test_an_out_whose_products_share_elements_gets_them_in_order(kernel, rng):
+    """An out stack whose matrices overlap (strides (2, 1, 2)): products run one by one, in order, so each shared
+    element holds the last product's value, as a loop of numpy.matmul calls leaves it; never folded into one
+    product that would race on them."""
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((2, 2, 3), dtype=np.float32)
+    b = rng.standard_normal((3, 2), dtype=np.float32)
+    memory = torch.full((6,), float("nan"), device="cuda")
+    out = memory.as_strided((2, 2, 2), (2, 1, 2))
+    fastsgemm.matmul(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), out=out, kernel=kernel)
+    expected = np.full(6, np.nan)
+    view = np.lib.stride_tricks.as_strided(expected, (2, 2, 2), (16, 8, 16))
+    for p in range(2):
+        view[p] = a[p].astype(np.float64) @ b.astype(np.float64)
+    assert_close(memory.cpu().numpy()[None, :], expected[None, :], tolerance(kernel), f"{kernel}, overlapping out")
+
+
+@pytest.mark.gpu
 def test_three_dimensional_torch_and_cupy_stacks_take_the_c_fast_path(rng, monkeypatch):
     """fastsgemm.matmul on 3-D torch tensors and CuPy arrays (with 2-D ones, broadcast) never reaches the
     Python reading of operands; an out over an operand, or a stack that does not broadcast, still does."""

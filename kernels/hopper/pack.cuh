@@ -236,6 +236,7 @@ cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g
 inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream,
                                        cudaError_t (*sm90)(const fsg_gemm *, const fsg_batch &, cudaStream_t, bool *),
                                        cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
+    if (batch->count > 1 && g->k_slice != 0) return cudaErrorInvalidValue;  // grid z is one or the other
     int device, major, minor;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);

@@ -59,6 +59,11 @@ def read_table(path: Path) -> dict:
     return table
 
 
+def _fastest_first(times: dict, kernels: set) -> tuple:
+    """The kernels among `kernels` that a shape's timings (kernel -> median ms) name, fastest first."""
+    return tuple(sorted((k for k in times if k in kernels), key=times.get))
+
+
 @functools.lru_cache(maxsize=None)
 def tuned_devices() -> dict:
     """GPU name -> (compute capability, [(M, N, K, kernel, batched), ...]), entries this build can run only;
@@ -73,8 +78,7 @@ def tuned_devices() -> dict:
     one_launch = batched_candidates()
     devices = {}
     for name, device in table["devices"].items():
-        entries = [(s["M"], s["N"], s["K"], s["kernel"],
-                    tuple(sorted((k for k in s.get("median_ms", {}) if k in one_launch), key=s["median_ms"].get)))
+        entries = [(s["M"], s["N"], s["K"], s["kernel"], _fastest_first(s.get("median_ms", {}), one_launch))
                    for s in device.get("shapes", []) if s.get("kernel") in known]
         if entries:
             devices[name] = (tuple(device.get("compute_capability", ())), entries)
