@@ -1,16 +1,18 @@
 """Build fastsgemm's extension: nvcc compiles kernels/**/*.cu (the ladder's
 rungs in kernels/ladder/, support code in kernels/support/), the C compiler
 compiles csrc/*.c and kernels/**/*.c, and one shared object links them with
-the CUDA runtime (static) and cuBLAS.
+the CUDA runtime (static). cuBLAS is not linked: the module opens it on first
+use (kernels/support/cublas.c).
 
 Environment:
+  FASTSGEMM_CUDA        where CUDA comes from: auto (default), toolkit or pypi
+                        (build_cuda.py says what each means).
   FASTSGEMM_CUDA_ARCHS  GPU architectures, e.g. "90" or "80;90" (default
                         "80;86;89;90": Ampere, Ada and Hopper machine code,
                         plus PTX of the newest so later GPUs can JIT it).
   CUDA_HOME             where the CUDA toolkit is, when nvcc is not on PATH.
 """
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +22,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent.resolve()
+sys.path.insert(0, str(ROOT))
+import build_cuda  # noqa: E402: next to this file; the PEP 517 backend makes the same choice of CUDA
+
 DEFAULT_ARCHS = "80;86;89;90"
 
 # Files that need other targets than the default list, e.g. Hopper-only
@@ -31,52 +36,20 @@ NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Wno-dep
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
 
 
-def _library_dir(home):
-    return home / "lib64" if (home / "lib64").exists() else home / "lib"
-
-
-def _is_toolkit(home):
-    """A directory with nvcc, the runtime's headers and cuBLAS: all that the build needs."""
-    return (
-        home is not None
-        and (home / "bin" / "nvcc").exists()
-        and (home / "include" / "cuda_runtime_api.h").exists()
-        and (_library_dir(home) / "libcublas.so").exists()
-    )
-
-
-def _toolkit_of_nvcc(nvcc):
-    """The toolkit an nvcc belongs to, also when it is a wrapper script elsewhere: nvcc names it as TOP."""
-    home = Path(nvcc).resolve().parent.parent
-    if _is_toolkit(home):
-        return home
+def find_runtime_requirements():
+    """numpy's aside: nvidia-cublas where CUDA comes from the wheels (pyproject.toml's dynamic dependencies)."""
     try:
-        dry = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in (dry.stdout + dry.stderr).splitlines():
-        if line.startswith("#$ TOP="):
-            return Path(line.split("=", 1)[1].strip()).resolve().parent
-    return None
+        return build_cuda.runtime_requirements()
+    except build_cuda.CudaNotFound as e:
+        sys.exit(str(e))
 
 
-def find_cuda_home():
-    """The toolkit root: $CUDA_HOME or $CUDA_PATH, else the one nvcc on PATH belongs to, else /usr/local/cuda."""
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-    for home in (Path(c) for c in candidates if c):
-        if _is_toolkit(home):
-            return home
-    nvcc = shutil.which("nvcc")
-    home = _toolkit_of_nvcc(nvcc) if nvcc else None
-    if _is_toolkit(home):
-        return home
-    if _is_toolkit(Path("/usr/local/cuda")):
-        return Path("/usr/local/cuda")
-    sys.exit(
-        "fastsgemm: cannot find the CUDA compiler nvcc (looked in $CUDA_HOME, $CUDA_PATH, on PATH and in "
-        "/usr/local/cuda). Install the CUDA Toolkit (12.0 or newer) and put its bin/ on PATH, or set CUDA_HOME."
-    )
+def find_cuda():
+    """(root, from_wheels), or the build stops with what to do."""
+    try:
+        return build_cuda.cuda_home()
+    except build_cuda.CudaNotFound as e:
+        sys.exit(str(e))
 
 
 def parse_archs(text):
@@ -97,13 +70,16 @@ def gencode_flags(archs):
 
 class BuildWithNvcc(build_ext):
     def build_extension(self, ext):
-        cuda = find_cuda_home()
+        cuda, from_wheels = find_cuda()
         nvcc = cuda / "bin" / "nvcc"
+        print(f"fastsgemm: building with {'the CUDA wheels' if from_wheels else 'the CUDA Toolkit'} in {cuda} "
+              f"(nvcc: {nvcc})", flush=True)
         archs = parse_archs(os.environ.get("FASTSGEMM_CUDA_ARCHS", DEFAULT_ARCHS))
-        lib_dir = _library_dir(cuda)
+        lib_dir = build_cuda.library_dir(cuda)
         ext.include_dirs += [str(cuda / "include")]
         ext.library_dirs += [str(lib_dir)]
-        ext.runtime_library_dirs += [str(lib_dir)]
+        if not from_wheels:  # cuBLAS is looked for in the Toolkit too (the wheel's is found from Python)
+            ext.define_macros += [("FSG_TOOLKIT_LIB_DIR", f'"{lib_dir}"')]
 
         out_dir = Path(self.build_temp) / "cuda"
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -143,9 +119,13 @@ extension = Extension(
     "fastsgemm._sgemm",
     sources=sorted(p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.c"), *ROOT.glob("kernels/**/*.c"))),
     include_dirs=["csrc", "kernels"],
-    libraries=["cudart_static", "cublas", "stdc++", "dl", "rt", "pthread"],
+    libraries=["cudart_static", "stdc++", "dl", "rt", "pthread"],
     extra_compile_args=C_FLAGS,
     depends=[p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.h"), *ROOT.glob("kernels/**/*.h"))],
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildWithNvcc})
+setup(
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildWithNvcc},
+    install_requires=["numpy>=1.22", *find_runtime_requirements()],
+)

@@ -247,8 +247,15 @@ static int check_placement(const kernel_choice *kernel, const operand *ops, int 
 
 /* Raises what a failed launch returned; -1. */
 static int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_t err) {
-    char what[128];
-    snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel->name);
+    char what[1280];
+    const char *cublas_failure = err == cudaErrorSharedObjectInitFailed ? fsg_cublas_load_failure() : NULL;
+    if (cublas_failure != NULL)  // the cuBLAS rungs, where cuBLAS could not be opened
+        snprintf(what, sizeof what,
+                 "sgemm with kernel '%s': cuBLAS could not be loaded (%s); install it with `python -m pip install "
+                 "nvidia-cublas`, or put the CUDA Toolkit's library directory on LD_LIBRARY_PATH",
+                 kernel->name, cublas_failure);
+    else
+        snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel->name);
     raise_cuda_error(st, err, what);
     return -1;
 }
@@ -511,6 +518,36 @@ static PyObject *release_thread_resources(PyObject *module, PyObject *unused) {
     (void)unused;
     fsg_cublas_release_thread_handle();
     Py_RETURN_NONE;
+}
+
+/* set_cublas_search_dirs(dirs): directories (a tuple of str) to look for cuBLAS in before the dynamic loader's own
+ * search, from the package (the nvidia-cublas wheel's); only the first load reads them. */
+static PyObject *set_cublas_search_dirs(PyObject *module, PyObject *dirs) {
+    (void)module;
+    if (!PyTuple_Check(dirs)) {
+        PyErr_SetString(PyExc_TypeError, "set_cublas_search_dirs takes a tuple of str");
+        return NULL;
+    }
+    enum { kMax = 8 };
+    const char *paths[kMax];
+    const Py_ssize_t count = PyTuple_GET_SIZE(dirs) < kMax ? PyTuple_GET_SIZE(dirs) : kMax;
+    for (Py_ssize_t i = 0; i < count; ++i) {
+        paths[i] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(dirs, i));
+        if (paths[i] == NULL) return NULL;
+    }
+    if (fsg_cublas_search_dirs(paths, (int)count) < 0) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+/* cuda_versions() -> (driver, runtime): cudaDriverGetVersion (0 where there is no driver) and the CUDA runtime
+ * this module was built with (CUDART_VERSION, e.g. 13000), without touching a device. */
+static PyObject *cuda_versions(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    cudaGetLastError();
+    return Py_BuildValue("(ii)", driver, (int)CUDART_VERSION);
 }
 
 /* ---- the registry ---- */
@@ -904,6 +941,11 @@ static PyMethodDef module_methods[] = {
      "rungs() -> the registry, in ladder order, as a list of dicts; configs: (name, shape, max_dim) tuples"},
     {"release_thread_resources", release_thread_resources, METH_NOARGS,
      "release_thread_resources(): destroy the calling thread's cuBLAS handle, if any"},
+    {"set_cublas_search_dirs", set_cublas_search_dirs, METH_O,
+     "set_cublas_search_dirs(dirs): directories to look for cuBLAS in first (read at its first use)"},
+    {"cuda_versions", cuda_versions, METH_NOARGS,
+     "cuda_versions() -> (driver, runtime): the CUDA version the driver supports (0: no driver) and the one this "
+     "module was built with"},
     {"device_count", device_count, METH_NOARGS, "device_count() -> number of CUDA devices; raises CudaError"},
     {"current_device", current_device, METH_NOARGS, "current_device() -> this thread's CUDA device ordinal"},
     {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},

@@ -17,6 +17,7 @@
  * instead of waiting. Every copy here returns only when its bytes have arrived,
  * so the buffers are free again when it returns.
  */
+#define _DEFAULT_SOURCE  // madvise, which -std=c11 alone leaves undeclared
 #include "staging.h"
 
 #ifndef MADV_POPULATE_WRITE

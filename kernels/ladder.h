@@ -197,6 +197,12 @@ static inline cudaError_t fsg_each_product(const fsg_gemm *g, const fsg_batch *b
 /* Destroys the calling thread's cuBLAS handle, if it has one (kernels/support/cublas.c). */
 void fsg_cublas_release_thread_handle(void);
 
+/* cuBLAS is opened on first use (kernels/support/cublas.c): fsg_cublas_search_dirs names up to 8 directories to
+ * look in first (copied; -1 when out of memory), and fsg_cublas_load_failure says why it could not be opened, or
+ * is NULL when it was, or has not been tried yet. */
+int fsg_cublas_search_dirs(const char *const *dirs, int count);
+const char *fsg_cublas_load_failure(void);
+
 /* Copies a rows x cols matrix between two strided views on the GPU
  * (strides in elements, any sign). Used to pack odd layouts, to seed D with C
  * and to scatter a temporary result into its final view

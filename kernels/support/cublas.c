@@ -23,13 +23,126 @@
  * thread's is destroyed at interpreter exit (fsg_cublas_release_thread_handle,
  * registered with atexit by the package): thread-exit destructors never run
  * for the main thread.
+ *
+ * cuBLAS itself is opened with dlopen on first use, not linked: the module
+ * then imports, and every other rung runs, where cuBLAS is missing; a wheel
+ * names no library outside the manylinux set; and the import does not map
+ * cuBLAS's 100+ MB. It is the file FASTSGEMM_CUBLAS_LIBRARY names, where that
+ * is set; else it is looked for in the directories the package names
+ * (fsg_cublas_search_dirs: the nvidia-cublas wheel's, found by Python), in
+ * the Toolkit the module was built with (FSG_TOOLKIT_LIB_DIR, set by
+ * setup.py), then by the dynamic loader's own search (LD_LIBRARY_PATH, the
+ * system's cache).
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 
 #include "ladder.h"
+
+#define FSG_STRINGIFY_(x) #x
+#define FSG_STRINGIFY(x) FSG_STRINGIFY_(x)
+/* The major version of the headers this file was compiled with: the one whose symbols it asks for. */
+#define CUBLAS_SONAME "libcublas.so." FSG_STRINGIFY(CUBLAS_VER_MAJOR)
+
+/* The cuBLAS entry points fastsgemm calls (cublas_v2.h's macros name the _v2 ones). */
+static struct {
+    __typeof__(cublasCreate) *create;
+    __typeof__(cublasDestroy) *destroy;
+    __typeof__(cublasSetStream) *set_stream;
+    __typeof__(cublasSetWorkspace) *set_workspace;
+    __typeof__(cublasSetMathMode) *set_math_mode;
+    __typeof__(cublasGemmEx_64) *gemm;
+    __typeof__(cublasGemmStridedBatchedEx_64) *gemm_strided_batched;
+} cublas;
+
+enum { kMaxSearchDirs = 8 };
+static char *search_dirs[kMaxSearchDirs];
+static int search_dir_count;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int loaded;
+static char load_failure[1024];
+
+int fsg_cublas_search_dirs(const char *const *dirs, int count) {
+    if (count > kMaxSearchDirs) count = kMaxSearchDirs;
+    for (int i = 0; i < search_dir_count; ++i) free(search_dirs[i]);
+    search_dir_count = 0;
+    for (int i = 0; i < count; ++i) {
+        const size_t length = strlen(dirs[i]) + 1;
+        search_dirs[i] = malloc(length);
+        if (search_dirs[i] == NULL) return -1;
+        memcpy(search_dirs[i], dirs[i], length);
+        search_dir_count = i + 1;
+    }
+    return 0;
+}
+
+/* Opens `where`/CUBLAS_SONAME (the loader's search where `where` is NULL). */
+static void *open_in(const char *where) {
+    char path[4096];
+    if (where == NULL) return dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (snprintf(path, sizeof path, "%s/%s", where, CUBLAS_SONAME) >= (int)sizeof path) return NULL;
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+static void load_cublas(void) {
+    void *library = NULL;
+    const char *chosen = getenv("FASTSGEMM_CUBLAS_LIBRARY");  // the user's own cuBLAS, and no other
+    if (chosen != NULL && chosen[0] != '\0') {
+        library = dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
+        if (library == NULL) {
+            const char *why = dlerror();
+            snprintf(load_failure, sizeof load_failure, "FASTSGEMM_CUBLAS_LIBRARY=%s: %s", chosen,
+                     why != NULL ? why : "cannot be opened");
+            return;
+        }
+    }
+    // One already in the process (torch's, say) is shared rather than loaded twice.
+    if (library == NULL) library = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    for (int i = 0; i < search_dir_count && library == NULL; ++i) library = open_in(search_dirs[i]);
+#ifdef FSG_TOOLKIT_LIB_DIR
+    if (library == NULL) library = open_in(FSG_TOOLKIT_LIB_DIR);
+#endif
+    if (library == NULL) library = open_in(NULL);
+    if (library == NULL) {
+        const char *why = dlerror();
+        snprintf(load_failure, sizeof load_failure, "%s", why != NULL ? why : CUBLAS_SONAME " not found");
+        return;
+    }
+    const char *missing = NULL;
+#define FSG_RESOLVE(field, symbol)                                               \
+    if (missing == NULL) {                                                       \
+        *(void **)&cublas.field = dlsym(library, symbol);                        \
+        if (cublas.field == NULL) missing = symbol;                              \
+    }
+    FSG_RESOLVE(create, "cublasCreate_v2")
+    FSG_RESOLVE(destroy, "cublasDestroy_v2")
+    FSG_RESOLVE(set_stream, "cublasSetStream_v2")
+    FSG_RESOLVE(set_workspace, "cublasSetWorkspace_v2")
+    FSG_RESOLVE(set_math_mode, "cublasSetMathMode")
+    FSG_RESOLVE(gemm, "cublasGemmEx_64")
+    FSG_RESOLVE(gemm_strided_batched, "cublasGemmStridedBatchedEx_64")
+#undef FSG_RESOLVE
+    if (missing != NULL) {
+        snprintf(load_failure, sizeof load_failure, "the %s found has no %s (an older cuBLAS?)", CUBLAS_SONAME,
+                 missing);
+        dlclose(library);
+        return;
+    }
+    loaded = 1;  // kept open for the life of the process
+}
+
+/* cudaSuccess once cuBLAS is loaded; else cudaErrorSharedObjectInitFailed, and fsg_cublas_load_failure says why. */
+static cudaError_t cublas_loaded(void) {
+    if (pthread_once(&load_once, load_cublas) != 0) return cudaErrorUnknown;
+    return loaded ? cudaSuccess : cudaErrorSharedObjectInitFailed;
+}
+
+const char *fsg_cublas_load_failure(void) { return loaded || load_failure[0] == '\0' ? NULL : load_failure; }
 
 typedef struct thread_handle {
     cublasHandle_t handle;
@@ -47,7 +160,7 @@ static pthread_once_t handle_key_once = PTHREAD_ONCE_INIT;
 
 static void destroy_thread_handle(void *p) {
     thread_handle *th = p;
-    cublasDestroy(th->handle);  // at thread exit there is no one to tell of a failure
+    cublas.destroy(th->handle);  // at thread exit there is no one to tell of a failure
     if (th->workspace != NULL) cudaFree(th->workspace);
     free(th);
 }
@@ -71,8 +184,10 @@ static cudaError_t cuda_error_of(cublasStatus_t s) {
 
 /* This thread's handle for the current device, made on first use. */
 static cudaError_t get_handle(cublasHandle_t *out) {
+    cudaError_t err = cublas_loaded();
+    if (err != cudaSuccess) return err;
     int device;
-    cudaError_t err = cudaGetDevice(&device);
+    err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
     if (pthread_once(&handle_key_once, make_handle_key) != 0) return cudaErrorUnknown;
 
@@ -85,7 +200,7 @@ static cudaError_t get_handle(cublasHandle_t *out) {
         th = calloc(1, sizeof *th);
         if (th == NULL) return cudaErrorMemoryAllocation;
     } else {
-        cublasDestroy(th->handle);  // made for another device
+        cublas.destroy(th->handle);  // made for another device
         th->handle = NULL;
         if (th->workspace != NULL) cudaFree(th->workspace);
         th->workspace = NULL;
@@ -95,15 +210,15 @@ static cudaError_t get_handle(cublasHandle_t *out) {
     // thread's allocations through without them joining the graph. The mode is this thread's, restored after.
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&mode);
-    cublasStatus_t s = cublasCreate(&th->handle);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(th->handle, CUBLAS_DEFAULT_MATH);
+    cublasStatus_t s = cublas.create(&th->handle);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublas.set_math_mode(th->handle, CUBLAS_DEFAULT_MATH);
     cudaError_t alloc = s == CUBLAS_STATUS_SUCCESS ? cudaMalloc(&th->workspace, kWorkspaceBytes) : cudaSuccess;
     if (alloc != cudaSuccess) th->workspace = NULL;
     if (s == CUBLAS_STATUS_SUCCESS && th->workspace != NULL)
-        s = cublasSetWorkspace(th->handle, th->workspace, kWorkspaceBytes);
+        s = cublas.set_workspace(th->handle, th->workspace, kWorkspaceBytes);
     cudaThreadExchangeStreamCaptureMode(&mode);
     if (s != CUBLAS_STATUS_SUCCESS || alloc != cudaSuccess) {
-        if (th->handle != NULL) cublasDestroy(th->handle);
+        if (th->handle != NULL) cublas.destroy(th->handle);
         if (th->workspace != NULL) cudaFree(th->workspace);
         free(th);
         pthread_setspecific(handle_key, NULL);
@@ -137,18 +252,18 @@ static cudaError_t cublas_gemm(const fsg_gemm *g, const fsg_batch *batch, cublas
         err = fsg_copy_matrix_cuda(g->d, g->ldd, 1, g->c, g->ldc, 1, g->m, g->n, stream);
         if (err != cudaSuccess) return err;
     }
-    cublasStatus_t s = cublasSetStream(handle, stream);
+    cublasStatus_t s = cublas.set_stream(handle, stream);
     if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
 
     const float beta = g->c != NULL ? g->beta : 0.0f;
     const cublasOperation_t op_b = g->b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = g->a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (batch != NULL)  // one call for the whole stack: a shared operand has step 0
-        s = cublasGemmStridedBatchedEx_64(handle, op_b, op_a, g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb,
-                                          batch->step_b, g->a, CUDA_R_32F, g->lda, batch->step_a, &beta, g->d,
-                                          CUDA_R_32F, g->ldd, batch->step_d, batch->count, compute, CUBLAS_GEMM_DEFAULT);
+        s = cublas.gemm_strided_batched(handle, op_b, op_a, g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb,
+                                        batch->step_b, g->a, CUDA_R_32F, g->lda, batch->step_a, &beta, g->d,
+                                        CUDA_R_32F, g->ldd, batch->step_d, batch->count, compute, CUBLAS_GEMM_DEFAULT);
     else
-        s = cublasGemmEx_64(handle, op_b, op_a, g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb, g->a, CUDA_R_32F,
-                            g->lda, &beta, g->d, CUDA_R_32F, g->ldd, compute, CUBLAS_GEMM_DEFAULT);
+        s = cublas.gemm(handle, op_b, op_a, g->n, g->m, g->k, &g->alpha, g->b, CUDA_R_32F, g->ldb, g->a, CUDA_R_32F,
+                        g->lda, &beta, g->d, CUDA_R_32F, g->ldd, compute, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) return cuda_error_of(s);
     return cudaGetLastError();
 }

@@ -16,10 +16,14 @@ import atexit as _atexit
 
 from . import _sgemm
 from ._benchmark import benchmark
+from ._cuda_setup import DriverTooOldWarning, check_at_import as _check_cuda_at_import
 from ._device_array import DeviceArray, to_device
 from ._matmul import matmul
 
 __version__ = "0.1.0"
+
+# Where the nvidia-cublas wheel keeps cuBLAS, for its first use; one warning if the driver is too old for this build.
+_check_cuda_at_import()
 
 # Threads free their cuBLAS handles when they end; the main thread never "ends", so it frees its own here.
 _atexit.register(_sgemm.release_thread_resources)
@@ -28,6 +32,7 @@ __all__ = [
     "KERNELS",
     "CudaError",
     "DeviceArray",
+    "DriverTooOldWarning",
     "KernelConfig",
     "KernelInfo",
     "auto_kernel",
