@@ -48,11 +48,15 @@ def arch_flag(source):
 
 
 def find_tool(name):
-    """A CUDA tool on PATH, under $CUDA_HOME, or from the nvidia-cuda-* wheels of the test extras."""
+    """A CUDA tool on PATH, under $CUDA_HOME, or from the nvidia-cuda-* wheels of the test extras; with
+    FASTSGEMM_CUDA=pypi (CUDA from the wheels only, as on a machine with just a driver) not /usr/local/cuda's."""
     found = shutil.which(name)
     if found:
         return found
-    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+    toolkits = [os.environ.get("CUDA_HOME")]
+    if os.environ.get("FASTSGEMM_CUDA", "").strip().lower() != "pypi":
+        toolkits.append("/usr/local/cuda")
+    for home in toolkits:
         if home and (Path(home) / "bin" / name).exists():
             return str(Path(home) / "bin" / name)
     for site in sys.path:
