@@ -132,7 +132,11 @@ def cuda_home():
     # Wheels do not always keep the executable bit of the tools they carry.
     for tool in [*(home / "bin").iterdir(), *(home / "nvvm" / "bin").glob("*")]:
         if tool.is_file() and not os.access(tool, os.X_OK):
-            tool.chmod(tool.stat().st_mode | 0o111)
+            try:
+                tool.chmod(tool.stat().st_mode | 0o111)
+            except OSError as e:
+                raise CudaNotFound(f"fastsgemm: {tool} from the CUDA wheels is not executable and cannot be made so "
+                                   f"({e}); reinstall the CUDA wheels where they can be, or build with a Toolkit") from e
     return home, True
 
 

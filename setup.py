@@ -12,6 +12,7 @@ Environment:
                         plus PTX of the newest so later GPUs can JIT it).
   CUDA_HOME             where the CUDA toolkit is, when nvcc is not on PATH.
 """
+import json
 import os
 import subprocess
 import sys
@@ -83,6 +84,13 @@ class BuildWithNvcc(build_ext):
 
         out_dir = Path(self.build_temp) / "cuda"
         out_dir.mkdir(parents=True, exist_ok=True)
+        # Objects and the module built with another CUDA, other architectures or other flags are stale even when
+        # newer than the sources: the record of what built them decides (switching FASTSGEMM_CUDA in one checkout).
+        built_with = json.dumps({"cuda": str(cuda), "from_wheels": from_wheels, "archs": archs,
+                                 "nvcc_flags": NVCC_FLAGS, "c_flags": C_FLAGS, "macros": ext.define_macros})
+        record = Path(self.build_temp) / "built_with.json"
+        if not record.exists() or record.read_text() != built_with:
+            self.force = True
         # A rung includes the rung before it (and headers): any change under kernels/ rebuilds every CUDA file.
         inputs = [p for p in ROOT.glob("kernels/**/*") if p.suffix in (".h", ".cuh", ".cu")]
         newest_input = max((p.stat().st_mtime for p in inputs), default=0)
@@ -113,6 +121,7 @@ class BuildWithNvcc(build_ext):
         # setuptools relinks only when a source or a dependency is newer than the module: the CUDA objects count.
         ext.depends = [*ext.depends, *ext.extra_objects]
         super().build_extension(ext)
+        record.write_text(built_with)
 
 
 extension = Extension(

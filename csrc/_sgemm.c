@@ -14,6 +14,7 @@
  */
 #include "extension.h"
 
+#include <cublas_api.h>  // CUBLAS_VER_MAJOR: the cuBLAS the cuBLAS rungs were compiled against
 #include <structmember.h>
 #include <string.h>
 
@@ -246,16 +247,31 @@ static int check_placement(const kernel_choice *kernel, const operand *ops, int 
 }
 
 /* Raises what a failed launch returned; -1. */
-static int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_t err) {
-    char what[1280];
-    const char *cublas_failure = err == cudaErrorSharedObjectInitFailed ? fsg_cublas_load_failure() : NULL;
-    if (cublas_failure != NULL)  // the cuBLAS rungs, where cuBLAS could not be opened
+/* How to get the cuBLAS this build was compiled for (cublas_api.h's major version): its wheel, whose name lost
+ * the -cuNN suffix from CUDA 13 on. */
+#define FSG_VERSION_TEXT_(x) #x
+#define FSG_VERSION_TEXT(x) FSG_VERSION_TEXT_(x)
+#if CUBLAS_VER_MAJOR >= 13
+#define CUBLAS_WHEEL "'nvidia-cublas==" FSG_VERSION_TEXT(CUBLAS_VER_MAJOR) ".*'"
+#else
+#define CUBLAS_WHEEL "nvidia-cublas-cu" FSG_VERSION_TEXT(CUBLAS_VER_MAJOR)
+#endif
+
+/* The exception for a rung's CUDA error while `doing` it ("sgemm", "timing"): for the cuBLAS rungs, where cuBLAS
+ * could not be opened, the reason and how to install it. Returns -1. */
+int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_t err, const char *doing) {
+    char what[1400];
+    const char *cublas_failure = err == cudaErrorSharedObjectInitFailed && strncmp(kernel->name, "cublas", 6) == 0
+                                     ? fsg_cublas_load_failure()
+                                     : NULL;
+    if (cublas_failure != NULL)
         snprintf(what, sizeof what,
-                 "sgemm with kernel '%s': cuBLAS could not be loaded (%s); install it with `python -m pip install "
-                 "nvidia-cublas`, or put the CUDA Toolkit's library directory on LD_LIBRARY_PATH",
-                 kernel->name, cublas_failure);
+                 "%s with kernel '%s': cuBLAS could not be loaded (%s); install it with `python -m pip install "
+                 CUBLAS_WHEEL "`, put the CUDA Toolkit's library directory on LD_LIBRARY_PATH, or name the "
+                 "library in FASTSGEMM_CUBLAS_LIBRARY",
+                 doing, kernel->name, cublas_failure);
     else
-        snprintf(what, sizeof what, "sgemm with kernel '%s'", kernel->name);
+        snprintf(what, sizeof what, "%s with kernel '%s'", doing, kernel->name);
     raise_cuda_error(st, err, what);
     return -1;
 }
@@ -310,7 +326,7 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
         Py_END_ALLOW_THREADS
     }
     leave_device(previous_device);
-    return err != cudaSuccess ? raise_kernel_error(st, kernel, err) : 0;
+    return err != cudaSuccess ? raise_kernel_error(st, kernel, err, "sgemm") : 0;
 }
 
 /* Whether the elements of a stack of `count` matrices m, `step` apart, are
@@ -383,7 +399,7 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
                         steps[0], steps[1], steps[2], stream);
     Py_END_ALLOW_THREADS
     leave_device(previous_device);
-    return err != cudaSuccess ? raise_kernel_error(st, kernel, err) : 0;
+    return err != cudaSuccess ? raise_kernel_error(st, kernel, err, "sgemm") : 0;
 }
 
 /* ---- gemm(kernel, a, b, c, out, alpha, beta, stream) ---- */
@@ -529,14 +545,35 @@ static PyObject *set_cublas_search_dirs(PyObject *module, PyObject *dirs) {
         return NULL;
     }
     enum { kMax = 8 };
-    const char *paths[kMax];
+    PyObject *encoded[kMax] = {NULL};  // each path as the file system spells it (bytes)
+    const char *paths[kMax] = {NULL};
     const Py_ssize_t count = PyTuple_GET_SIZE(dirs) < kMax ? PyTuple_GET_SIZE(dirs) : kMax;
-    for (Py_ssize_t i = 0; i < count; ++i) {
-        paths[i] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(dirs, i));
-        if (paths[i] == NULL) return NULL;
+    int status = 0;
+    for (Py_ssize_t i = 0; i < count && status == 0; ++i) {
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(dirs, i), &encoded[i])) status = -1;
+        else paths[i] = PyBytes_AS_STRING(encoded[i]);
     }
-    if (fsg_cublas_search_dirs(paths, (int)count) < 0) return PyErr_NoMemory();
+    if (status == 0 && fsg_cublas_search_dirs(paths, (int)count) < 0) {
+        PyErr_NoMemory();
+        status = -1;
+    }
+    for (Py_ssize_t i = 0; i < count; ++i) Py_XDECREF(encoded[i]);
+    if (status < 0) return NULL;
     Py_RETURN_NONE;
+}
+
+/* cublas_library() -> the path of the cuBLAS library in use, opening it first if need be (no GPU needed);
+ * CudaError saying why where it cannot be opened. */
+static PyObject *cublas_library(PyObject *module, PyObject *unused) {
+    (void)unused;
+    const char *path;
+    Py_BEGIN_ALLOW_THREADS
+    path = fsg_cublas_library();
+    Py_END_ALLOW_THREADS
+    if (path != NULL) return PyUnicode_DecodeFSDefault(path);
+    char what[1200];
+    snprintf(what, sizeof what, "opening cuBLAS (%s)", fsg_cublas_load_failure());
+    return raise_cuda_error(get_state(module), cudaErrorSharedObjectInitFailed, what);
 }
 
 /* cuda_versions() -> (driver, runtime): cudaDriverGetVersion (0 where there is no driver) and the CUDA runtime
@@ -943,6 +980,8 @@ static PyMethodDef module_methods[] = {
      "release_thread_resources(): destroy the calling thread's cuBLAS handle, if any"},
     {"set_cublas_search_dirs", set_cublas_search_dirs, METH_O,
      "set_cublas_search_dirs(dirs): directories to look for cuBLAS in first (read at its first use)"},
+    {"cublas_library", cublas_library, METH_NOARGS,
+     "cublas_library() -> the path of the cuBLAS in use, opened first if need be; CudaError where it cannot be"},
     {"cuda_versions", cuda_versions, METH_NOARGS,
      "cuda_versions() -> (driver, runtime): the CUDA version the driver supports (0: no driver) and the one this "
      "module was built with"},

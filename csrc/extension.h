@@ -127,6 +127,9 @@ int stream_from_object(PyObject *obj, cudaStream_t *stream);
  * (MemoryError for allocation failures, fastsgemm.CudaError otherwise).
  * Always returns NULL. */
 PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what);
+/* The exception for a rung's CUDA error while `doing` it ("sgemm", "timing"); for the cuBLAS rungs, why cuBLAS
+ * could not be opened and how to get it. Returns -1. */
+int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_t err, const char *doing);
 
 /* Checks that the operands (a, b, out and, when count == 4, c) agree and run
  * out = alpha * a @ b + beta * c with the kernel on `stream`, the GIL

@@ -80,7 +80,7 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     for (long t = 0; t < repeats && err == cudaSuccess; ++t) err = cudaEventElapsedTime(&ms[t], events[2 * t], events[2 * t + 1]);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {
-        raise_cuda_error(st, err, "timing a rung");
+        raise_kernel_error(st, &kernel, err, "timing");
         goto exit;
     }
     result = PyList_New(repeats);

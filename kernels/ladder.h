@@ -202,6 +202,8 @@ void fsg_cublas_release_thread_handle(void);
  * is NULL when it was, or has not been tried yet. */
 int fsg_cublas_search_dirs(const char *const *dirs, int count);
 const char *fsg_cublas_load_failure(void);
+/* The path of the cuBLAS in use, opening it first if need be; NULL where it cannot be opened. */
+const char *fsg_cublas_library(void);
 
 /* Copies a rows x cols matrix between two strided views on the GPU
  * (strides in elements, any sign). Used to pack odd layouts, to seed D with C

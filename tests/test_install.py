@@ -3,7 +3,6 @@
 
 The builds themselves (with the Toolkit hidden, a wheel, an sdist) are .ci/run's; these tests hold the pieces
 to account on any machine."""
-import ast
 import importlib.util
 import os
 import subprocess
@@ -23,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def build_cuda(monkeypatch):
-    """build_cuda.py from the repository root, freshly imported (it reads FASTSGEMM_CUDA on each call)."""
+    """build_cuda.py from the repository root, freshly imported (it reads FASTSGEMM_CUDA on each call). It is
+    setuptools' backend too, so it needs setuptools, which a Python 3.12 venv does not have by itself."""
+    pytest.importorskip("setuptools")
     spec = importlib.util.spec_from_file_location("build_cuda_under_test", ROOT / "build_cuda.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -68,6 +69,8 @@ def test_import_check_warns_once_for_an_old_driver_and_the_cpu_rung_still_runs(m
         _cuda_setup.check_at_import()
     old = [w for w in caught if issubclass(w.category, fastsgemm.DriverTooOldWarning)]
     assert len(old) == 1 and "550.54.15" in str(old[0].message)
+    shown = warnings.formatwarning(old[0].message, old[0].category, old[0].filename, old[0].lineno, old[0].line)
+    assert shown.count("\n") == 1  # one line, with no source line under it
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(fastsgemm.sgemm(a, a.T, kernel="cpu"), a @ a.T)
 
@@ -91,6 +94,22 @@ def test_cublas_search_dirs_find_the_wheels_layout(tmp_path):
     assert _cuda_setup.cublas_search_dirs(14, path) == ()
 
 
+def test_cublas_search_dirs_pass_over_entries_that_are_not_directory_names(tmp_path):
+    cu13 = tmp_path / "nvidia" / "cu13" / "lib"
+    cu13.mkdir(parents=True)
+    (cu13 / "libcublas.so.13").write_bytes(b"")
+    odd = [b"/bytes/entry", "/" + "x" * 5000, str(tmp_path)]  # bytes, and a name too long for the file system
+    assert _cuda_setup.cublas_search_dirs(13, odd) == (str(cu13),)
+
+
+def test_the_import_check_never_stops_the_import(monkeypatch):
+    def broken():
+        raise OSError("unreadable")
+    monkeypatch.setattr(_cuda_setup._sgemm, "cuda_versions", broken)
+    with pytest.warns(RuntimeWarning, match="CUDA check at import failed"):
+        _cuda_setup.check_at_import()
+
+
 def test_cublas_search_dirs_must_be_a_tuple_of_str():
     with pytest.raises(TypeError):
         fastsgemm._sgemm.set_cublas_search_dirs(["/a/list"])
@@ -101,8 +120,44 @@ def _run(code, **env):
                           timeout=300, env={**os.environ, **env})
 
 
+def test_a_missing_cublas_is_a_clear_error_without_a_gpu(tmp_path):
+    missing = tmp_path / "libcublas.so.13"
+    done = _run("""
+        import fastsgemm
+        try:
+            fastsgemm._sgemm.cublas_library()
+        except fastsgemm.CudaError as e:
+            print("ERROR", e.cuda_name, e)
+    """, FASTSGEMM_CUBLAS_LIBRARY=str(missing))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ERROR cudaErrorSharedObjectInitFailed")
+    assert str(missing) in done.stdout and "cannot open shared object file" in done.stdout
+
+
+def test_cublas_named_by_the_environment_is_the_one_opened(tmp_path):
+    found = _run("import fastsgemm; print(fastsgemm._sgemm.cublas_library())")
+    if found.returncode != 0:
+        pytest.skip(f"no cuBLAS on this machine: {found.stderr.strip().splitlines()[-1]}")
+    original = Path(found.stdout.strip())
+    major = fastsgemm._sgemm.cuda_versions()[1] // 1000
+    copy = tmp_path / original.name
+    copy.write_bytes(original.read_bytes())
+    lt = original.parent / f"libcublasLt.so.{major}"
+    if lt.exists():  # the copy's own RUNPATH ($ORIGIN, in the wheel) looks for it beside it
+        (tmp_path / lt.name).symlink_to(lt.resolve())
+    again = _run("""
+        import fastsgemm
+        print(fastsgemm._sgemm.cublas_library())
+        print(any(line.rstrip().endswith(%r) for line in open("/proc/self/maps")))
+        print(any(line.rstrip().endswith(%r) for line in open("/proc/self/maps")))
+    """ % (str(copy), str(original.resolve())), FASTSGEMM_CUBLAS_LIBRARY=str(copy))
+    assert again.returncode == 0, again.stderr
+    path, copy_mapped, original_mapped = again.stdout.split()
+    assert path == str(copy) and copy_mapped == "True" and original_mapped == "False"
+
+
 @pytest.mark.gpu
-def test_a_missing_cublas_is_a_clear_error_and_the_other_rungs_still_run(tmp_path):
+def test_a_missing_cublas_fails_the_cublas_rung_clearly_and_the_other_rungs_still_run(tmp_path):
     missing = tmp_path / "libcublas.so.13"
     done = _run("""
         import numpy as np, fastsgemm
@@ -114,39 +169,15 @@ def test_a_missing_cublas_is_a_clear_error_and_the_other_rungs_still_run(tmp_pat
             print("ERROR", e.cuda_name, e)
         d = fastsgemm.sgemm(a, b, kernel="warptile")
         print("OTHER", float(np.abs(d - a.astype(np.float64) @ b).max()))
+        print("AUTO", fastsgemm.auto_kernel(64, 64, 8192))  # cuBLAS's shape in the tuning table
     """, FASTSGEMM_CUBLAS_LIBRARY=str(missing))
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert lines["ERROR"].startswith("cudaErrorSharedObjectInitFailed")
     assert "cuBLAS could not be loaded" in lines["ERROR"] and str(missing) in lines["ERROR"]
-    assert "pip install nvidia-cublas" in lines["ERROR"]
+    assert "pip install" in lines["ERROR"] and "nvidia-cublas" in lines["ERROR"]
     assert float(lines["OTHER"]) < 1e-3
-
-
-@pytest.mark.gpu
-def test_cublas_named_by_the_environment_is_the_one_opened():
-    done = _run("""
-        import numpy as np, fastsgemm
-        a = np.random.default_rng(1).random((64, 48), dtype=np.float32)
-        b = np.random.default_rng(2).random((48, 32), dtype=np.float32)
-        d = fastsgemm.sgemm(a, b, kernel="cublas")
-        print(float(np.abs(d - a.astype(np.float64) @ b).max()))
-        import re
-        maps = open("/proc/self/maps").read()
-        print(sorted(set(re.findall(r"\\S*libcublas\\.so\\S*", maps))))
-    """)
-    assert done.returncode == 0, done.stderr
-    error, opened = done.stdout.splitlines()
-    assert float(error) < 1e-3
-    library = ast.literal_eval(opened)[0]  # where this process found it by itself
-    again = _run(f"""
-        import numpy as np, fastsgemm
-        a = np.ones((8, 8), np.float32)
-        assert (fastsgemm.sgemm(a, a, kernel="cublas") == 8).all()
-        print(open("/proc/self/maps").read().count({library!r}) > 0)
-    """, FASTSGEMM_CUBLAS_LIBRARY=library)
-    assert again.returncode == 0, again.stderr
-    assert again.stdout.strip() == "True"
+    assert "cublas" not in lines["AUTO"]  # auto does not pick a rung that cannot run
 
 
 # ---- build_cuda.py: the choice of CUDA ----
@@ -163,6 +194,8 @@ def test_build_mode_defaults_to_auto_and_rejects_others(build_cuda, monkeypatch)
 
 def test_pypi_mode_asks_for_the_cuda_wheels_and_cublas_at_run_time(build_cuda, monkeypatch):
     monkeypatch.setenv("FASTSGEMM_CUDA", "pypi")
+    # setuptools' own part of the hook runs setup.py in the working directory: only ours is under test here
+    monkeypatch.setattr(build_cuda._setuptools, "get_requires_for_build_wheel", lambda config_settings=None: [])
     requires = build_cuda.get_requires_for_build_wheel()
     names = {r.split("=")[0] for r in requires}
     assert {"nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl",
@@ -172,6 +205,7 @@ def test_pypi_mode_asks_for_the_cuda_wheels_and_cublas_at_run_time(build_cuda, m
 
 def test_toolkit_mode_asks_for_nothing_more(build_cuda, monkeypatch):
     monkeypatch.setenv("FASTSGEMM_CUDA", "toolkit")
+    monkeypatch.setattr(build_cuda._setuptools, "get_requires_for_build_wheel", lambda config_settings=None: [])
     assert not any(r.startswith("nvidia-") for r in build_cuda.get_requires_for_build_wheel())
     assert build_cuda.runtime_requirements() == []
 

@@ -34,11 +34,13 @@
  * setup.py), then by the dynamic loader's own search (LD_LIBRARY_PATH, the
  * system's cache).
  */
+#define _GNU_SOURCE  // dladdr
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cublas_v2.h>
 
@@ -61,63 +63,112 @@ static struct {
 } cublas;
 
 enum { kMaxSearchDirs = 8 };
+/* Set from Python at import, read by the first load, which may run on any thread with the GIL released. */
+static pthread_mutex_t search_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *search_dirs[kMaxSearchDirs];
 static int search_dir_count;
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int loaded;
-static char load_failure[1024];
+static char load_failure[5120];
+static char loaded_from[4096];
 
 int fsg_cublas_search_dirs(const char *const *dirs, int count) {
     if (count > kMaxSearchDirs) count = kMaxSearchDirs;
+    int status = 0;
+    pthread_mutex_lock(&search_lock);
     for (int i = 0; i < search_dir_count; ++i) free(search_dirs[i]);
     search_dir_count = 0;
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < count && status == 0; ++i) {
         const size_t length = strlen(dirs[i]) + 1;
         search_dirs[i] = malloc(length);
-        if (search_dirs[i] == NULL) return -1;
+        if (search_dirs[i] == NULL) {
+            status = -1;
+            break;
+        }
         memcpy(search_dirs[i], dirs[i], length);
         search_dir_count = i + 1;
     }
-    return 0;
+    pthread_mutex_unlock(&search_lock);
+    return status;
 }
 
-/* Opens `where`/CUBLAS_SONAME (the loader's search where `where` is NULL). */
-static void *open_in(const char *where) {
+/* An attempt at one candidate file. A file that exists but will not load (its libcublasLt missing, a glibc too
+ * old) is the reason worth reporting, so the first such dlerror is kept; a missing file only says where we looked. */
+typedef struct attempt {
+    char why[768];
+    char looked[256];
+} attempt;
+
+static void *open_file(const char *path, attempt *tried) {
+    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (library != NULL) {
+        snprintf(loaded_from, sizeof loaded_from, "%s", path);
+        return library;
+    }
+    const char *why = dlerror();
+    if (tried->why[0] == '\0' && access(path, F_OK) == 0) snprintf(tried->why, sizeof tried->why, "%s", why);
+    return NULL;
+}
+
+/* Opens `where`/CUBLAS_SONAME. */
+static void *open_in(const char *where, attempt *tried) {
     char path[4096];
-    if (where == NULL) return dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (snprintf(path, sizeof path, "%s/%s", where, CUBLAS_SONAME) >= (int)sizeof path) return NULL;
-    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const size_t used = strlen(tried->looked);
+    snprintf(tried->looked + used, sizeof tried->looked - used, "%s%s", used > 0 ? ", " : "", where);
+    return open_file(path, tried);
+}
+
+/* The directory of the library `handle` was opened from (the loader's own search names no path). */
+static void record_origin(void *handle) {
+    Dl_info info;
+    void *symbol = dlsym(handle, "cublasCreate_v2");
+    if (loaded_from[0] == '\0' && symbol != NULL && dladdr(symbol, &info) != 0 && info.dli_fname != NULL)
+        snprintf(loaded_from, sizeof loaded_from, "%s", info.dli_fname);
+}
+
+static void *find_library(attempt *tried) {
+    const char *chosen = getenv("FASTSGEMM_CUBLAS_LIBRARY");  // the user's own cuBLAS, and no other
+    if (chosen != NULL && chosen[0] != '\0') {
+        void *library = dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
+        if (library == NULL) {
+            const char *why = dlerror();
+            snprintf(tried->why, sizeof tried->why, "FASTSGEMM_CUBLAS_LIBRARY=%s: %s", chosen,
+                     why != NULL ? why : "cannot be opened");
+        }
+        return library;
+    }
+    // One already in the process (torch's, say) is shared rather than loaded twice.
+    void *library = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    pthread_mutex_lock(&search_lock);
+    for (int i = 0; i < search_dir_count && library == NULL; ++i) library = open_in(search_dirs[i], tried);
+    pthread_mutex_unlock(&search_lock);
+#ifdef FSG_TOOLKIT_LIB_DIR
+    if (library == NULL) library = open_in(FSG_TOOLKIT_LIB_DIR, tried);
+#endif
+    if (library == NULL) {  // LD_LIBRARY_PATH, the system's cache
+        library = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+        const char *why = library == NULL ? dlerror() : NULL;
+        if (library == NULL && tried->why[0] == '\0')
+            snprintf(tried->why, sizeof tried->why, "%s (looked in: %s, and the system's loader search)",
+                     why != NULL ? why : CUBLAS_SONAME " not found", tried->looked[0] ? tried->looked : "-");
+    }
+    return library;
 }
 
 static void load_cublas(void) {
-    void *library = NULL;
-    const char *chosen = getenv("FASTSGEMM_CUBLAS_LIBRARY");  // the user's own cuBLAS, and no other
-    if (chosen != NULL && chosen[0] != '\0') {
-        library = dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
-        if (library == NULL) {
-            const char *why = dlerror();
-            snprintf(load_failure, sizeof load_failure, "FASTSGEMM_CUBLAS_LIBRARY=%s: %s", chosen,
-                     why != NULL ? why : "cannot be opened");
-            return;
-        }
-    }
-    // One already in the process (torch's, say) is shared rather than loaded twice.
-    if (library == NULL) library = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    for (int i = 0; i < search_dir_count && library == NULL; ++i) library = open_in(search_dirs[i]);
-#ifdef FSG_TOOLKIT_LIB_DIR
-    if (library == NULL) library = open_in(FSG_TOOLKIT_LIB_DIR);
-#endif
-    if (library == NULL) library = open_in(NULL);
+    attempt tried = {{0}, {0}};
+    void *library = find_library(&tried);
     if (library == NULL) {
-        const char *why = dlerror();
-        snprintf(load_failure, sizeof load_failure, "%s", why != NULL ? why : CUBLAS_SONAME " not found");
+        snprintf(load_failure, sizeof load_failure, "%s", tried.why);
         return;
     }
+    record_origin(library);
     const char *missing = NULL;
-#define FSG_RESOLVE(field, symbol)                                               \
-    if (missing == NULL) {                                                       \
-        *(void **)&cublas.field = dlsym(library, symbol);                        \
-        if (cublas.field == NULL) missing = symbol;                              \
+#define FSG_RESOLVE(field, symbol)                        \
+    if (missing == NULL) {                                \
+        *(void **)&cublas.field = dlsym(library, symbol); \
+        if (cublas.field == NULL) missing = symbol;       \
     }
     FSG_RESOLVE(create, "cublasCreate_v2")
     FSG_RESOLVE(destroy, "cublasDestroy_v2")
@@ -127,9 +178,18 @@ static void load_cublas(void) {
     FSG_RESOLVE(gemm, "cublasGemmEx_64")
     FSG_RESOLVE(gemm_strided_batched, "cublasGemmStridedBatchedEx_64")
 #undef FSG_RESOLVE
-    if (missing != NULL) {
-        snprintf(load_failure, sizeof load_failure, "the %s found has no %s (an older cuBLAS?)", CUBLAS_SONAME,
-                 missing);
+    // The same names exist in cuBLAS 12 and 13: a library of the other major version would load and misbehave.
+    __typeof__(cublasGetProperty) *get_property = NULL;
+    *(void **)&get_property = dlsym(library, "cublasGetProperty");
+    int major = -1;
+    if (missing == NULL && (get_property == NULL || get_property(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS))
+        missing = "cublasGetProperty";
+    if (missing != NULL)
+        snprintf(load_failure, sizeof load_failure, "%s has no %s (an older cuBLAS?)", loaded_from, missing);
+    else if (major != CUBLAS_VER_MAJOR)
+        snprintf(load_failure, sizeof load_failure, "%s is cuBLAS %d; this build needs cuBLAS %d", loaded_from,
+                 major, CUBLAS_VER_MAJOR);
+    if (missing != NULL || major != CUBLAS_VER_MAJOR) {
         dlclose(library);
         return;
     }
@@ -143,6 +203,8 @@ static cudaError_t cublas_loaded(void) {
 }
 
 const char *fsg_cublas_load_failure(void) { return loaded || load_failure[0] == '\0' ? NULL : load_failure; }
+
+const char *fsg_cublas_library(void) { return cublas_loaded() == cudaSuccess ? loaded_from : NULL; }
 
 typedef struct thread_handle {
     cublasHandle_t handle;

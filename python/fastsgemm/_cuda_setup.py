@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -28,13 +29,16 @@ def version_text(version: int) -> str:
 
 def cublas_search_dirs(cuda_major: int, path=None) -> tuple[str, ...]:
     """The directories on sys.path where a nvidia-cublas wheel for `cuda_major` keeps libcublas: nvidia/cu13/lib for
-    CUDA 13's wheels, nvidia/cublas/lib for CUDA 12's."""
+    CUDA 13's wheels, nvidia/cublas/lib for CUDA 12's. Absolute paths; entries that are not directory names (bytes,
+    unreadable or overlong paths) are passed over."""
     found = []
     for entry in sys.path if path is None else path:
-        root = Path(entry or ".") / "nvidia"
-        for lib in (root / f"cu{cuda_major}" / "lib", root / "cublas" / "lib"):
-            if (lib / f"libcublas.so.{cuda_major}").is_file() and str(lib) not in found:
-                found.append(str(lib))
+        if not isinstance(entry, str):
+            continue
+        root = os.path.join(os.path.abspath(entry or "."), "nvidia")
+        for lib in (os.path.join(root, f"cu{cuda_major}", "lib"), os.path.join(root, "cublas", "lib")):
+            if os.path.isfile(os.path.join(lib, f"libcublas.so.{cuda_major}")) and lib not in found:
+                found.append(lib)
     return tuple(found)
 
 
@@ -66,8 +70,14 @@ def driver_problem(driver: int, runtime: int, release: str | None) -> str | None
 
 
 def check_at_import() -> None:
-    driver, runtime = _sgemm.cuda_versions()
-    _sgemm.set_cublas_search_dirs(cublas_search_dirs(runtime // 1000))
-    problem = driver_problem(driver, runtime, driver_release() if 0 < driver < runtime else None)
-    if problem is not None:
-        warnings.warn(problem, DriverTooOldWarning, stacklevel=2)
+    """What `import fastsgemm` checks. Nothing here may stop the import: a failure is a warning."""
+    try:
+        driver, runtime = _sgemm.cuda_versions()
+        _sgemm.set_cublas_search_dirs(cublas_search_dirs(runtime // 1000))
+        problem = driver_problem(driver, runtime, driver_release() if 0 < driver < runtime else None)
+    except Exception as error:  # noqa: BLE001: an odd sys.path or file system must not break the import
+        warnings.warn(f"fastsgemm: the CUDA check at import failed ({error!r}); cuBLAS is looked for by the system's "
+                      f"loader only", RuntimeWarning, stacklevel=2)
+        return
+    if problem is not None:  # one line: no source line under it, as warnings.warn would print
+        warnings.warn_explicit(problem, DriverTooOldWarning, "fastsgemm", 0, module="fastsgemm")

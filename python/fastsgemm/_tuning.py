@@ -40,6 +40,8 @@ from ._registry import auto_candidates, batched_candidates
 SHIPPED_TABLE = Path(__file__).with_name("tuning.json")
 TABLE_FORMAT = 1
 FALLBACK = "cublas"
+# What auto runs in cuBLAS's place where cuBLAS cannot be opened (kernels/support/cublas.c opens it on first use).
+WITHOUT_CUBLAS = "warptile:waves"
 
 
 def table_path() -> Path:
@@ -139,4 +141,15 @@ def choose(device: int, m: int, n: int, k: int, count: int = 1) -> str:
     """The kernel name kernel="auto" runs for an m x n x k problem on CUDA device `device`, or for a stack of
     `count` of them."""
     entries = _entries_for(device)
-    return pick(entries, m, n, k) if count <= 1 else pick_batched(entries, m, n, k, count)
+    kernel = pick(entries, m, n, k) if count <= 1 else pick_batched(entries, m, n, k, count)
+    return WITHOUT_CUBLAS if kernel.partition(":")[0] in ("cublas", "cublas_tf32") and not cublas_opens() else kernel
+
+
+@functools.lru_cache(maxsize=1)
+def cublas_opens() -> bool:
+    """Whether cuBLAS can be opened here (it is, by this question, when it can)."""
+    try:
+        _sgemm.cublas_library()
+    except _sgemm.CudaError:
+        return False
+    return True
