@@ -92,9 +92,9 @@ def test_auto_picks_with_the_operands_gpus_table(monkeypatch, on_device_zero):
     asked = []
     original = fastsgemm._tuning.choose
 
-    def recording(device, m, n, k):
+    def recording(device, m, n, k, count=1):
         asked.append((device, m, n, k))
-        return original(device, m, n, k)
+        return original(device, m, n, k, count)
 
     monkeypatch.setattr(fastsgemm._tuning, "choose", recording)
 
