@@ -14,7 +14,7 @@
  */
 #include "extension.h"
 
-#include <cublas_api.h>  // CUBLAS_VER_MAJOR: the cuBLAS the cuBLAS rungs were compiled against
+#include <cublas_v2.h>  // CUBLAS_VER_MAJOR (the wheel's cublas_api.h may only be included through it)
 #include <structmember.h>
 #include <string.h>
 
