@@ -37,9 +37,10 @@ typedef struct fast_state {
     PyObject *auto_chooser;      /* (device, m, n, k, count) -> (rung index, config index) */
     /* Found in sys.modules when the framework has been imported by the user;
      * fastsgemm never imports torch or CuPy itself. */
-    PyObject *torch_tensor_type, *torch_float32, *torch_raw_stream;
+    PyObject *torch_tensor_type, *torch_float32, *torch_raw_stream, *torch_is_grad_enabled;
     PyObject *cupy_ndarray_type, *cupy_empty, *cupy_current_stream;
     /* Interned attribute names. */
+    PyObject *s_requires_grad;
     PyObject *s_dtype, *s_shape, *s_stride, *s_strides, *s_data_ptr, *s_get_device, *s_is_cuda, *s_data, *s_ptr,
         *s_device_id, *s_new_empty, *s_buffer, *s_private_shape, *s_private_stream;
     int cuda_devices; /* cudaGetDeviceCount, -1 until asked */

@@ -49,6 +49,7 @@ int fast_state_init(fast_state *fs) {
         {offsetof(fast_state, s_data_ptr), "data_ptr"},
         {offsetof(fast_state, s_get_device), "get_device"},
         {offsetof(fast_state, s_is_cuda), "is_cuda"},
+        {offsetof(fast_state, s_requires_grad), "requires_grad"},
         {offsetof(fast_state, s_data), "data"},
         {offsetof(fast_state, s_ptr), "ptr"},
         {offsetof(fast_state, s_device_id), "device_id"},
@@ -69,7 +70,7 @@ int fast_state_init(fast_state *fs) {
 
 #define FAST_STATE_OBJECTS(X)                                                                                     \
     X(ndarray_type) X(numpy_empty) X(float32_dtype) X(device_array_type) X(auto_chooser) X(torch_tensor_type)    \
-    X(torch_float32) X(torch_raw_stream) X(cupy_ndarray_type) X(cupy_empty) X(cupy_current_stream) X(s_dtype)   \
+    X(torch_float32) X(torch_raw_stream) X(torch_is_grad_enabled) X(s_requires_grad) X(cupy_ndarray_type) X(cupy_empty) X(cupy_current_stream) X(s_dtype)   \
     X(s_shape) X(s_stride) X(s_strides) X(s_data_ptr) X(s_get_device) X(s_is_cuda) X(s_data) X(s_ptr)           \
     X(s_device_id) X(s_new_empty) X(s_buffer) X(s_private_shape) X(s_private_stream)
 
@@ -143,14 +144,17 @@ static void find_frameworks(fast_state *fs) {
             PyObject *tensor = attribute_path(torch, "Tensor"), *float32 = attribute_path(torch, "float32");
             // The current stream as a raw cudaStream_t, in one C call (torch.cuda.current_stream builds a Stream).
             PyObject *raw = attribute_path(torch, "_C._cuda_getCurrentRawStream");
-            if (tensor != NULL && PyType_Check(tensor) && float32 != NULL && raw != NULL) {
+            PyObject *grad_mode = attribute_path(torch, "is_grad_enabled");
+            if (tensor != NULL && PyType_Check(tensor) && float32 != NULL && raw != NULL && grad_mode != NULL) {
                 fs->torch_tensor_type = Py_NewRef(tensor);
                 fs->torch_float32 = Py_NewRef(float32);
                 fs->torch_raw_stream = Py_NewRef(raw);
+                fs->torch_is_grad_enabled = Py_NewRef(grad_mode);
             }
             Py_XDECREF(tensor);
             Py_XDECREF(float32);
             Py_XDECREF(raw);
+            Py_XDECREF(grad_mode);
             Py_DECREF(torch);
         }
     }
@@ -253,9 +257,18 @@ static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank
     fast_state *fs = &st->fast;
     int status = 1;
     PyObject *dtype = NULL, *is_cuda = NULL, *device = NULL, *shape = NULL, *stride = NULL, *ptr = NULL;
+    PyObject *requires_grad = NULL, *recording = NULL;
     int64_t device_index, rows, cols, rs, cs, address, count, step;
     dtype = PyObject_GetAttr(obj, fs->s_dtype);
     if (dtype != fs->torch_float32) goto done;
+    // A tensor that autograd would record (requires_grad, grad mode on) is the general path's: it gives the
+    // product a gradient (fastsgemm.torch's operator) or says why it cannot. Under no_grad it runs here.
+    requires_grad = PyObject_GetAttr(obj, fs->s_requires_grad);
+    if (requires_grad != Py_False) {
+        if (requires_grad != Py_True) goto done;
+        recording = PyObject_CallNoArgs(fs->torch_is_grad_enabled);
+        if (recording != Py_False) goto done;
+    }
     is_cuda = PyObject_GetAttr(obj, fs->s_is_cuda);
     if (is_cuda != Py_True) goto done;
     device = PyObject_CallMethodNoArgs(obj, fs->s_get_device);
@@ -275,6 +288,8 @@ static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank
 done:
     if (PyErr_Occurred()) PyErr_Clear();  // whatever went wrong, the general path will say it properly
     Py_XDECREF(dtype);
+    Py_XDECREF(requires_grad);
+    Py_XDECREF(recording);
     Py_XDECREF(is_cuda);
     Py_XDECREF(device);
     Py_XDECREF(shape);

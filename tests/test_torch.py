@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import fastsgemm  # noqa: E402
 import fastsgemm.torch as fst  # noqa: E402
 
 from conftest import FP32_TOLERANCE, tolerance  # noqa: E402
@@ -292,3 +293,52 @@ def test_the_readme_training_example_trains(capsys):
     losses = [float(line.split()[-1]) for line in capsys.readouterr().out.splitlines() if line.startswith("step")]
     assert len(losses) == 4 and all(np.isfinite(losses))
     assert losses[-1] < 0.2 * losses[0], losses
+
+
+# ---- fastsgemm.matmul and fastsgemm.sgemm on tensors autograd records ----
+
+@pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("call", ["matmul", "sgemm"])
+def test_plain_calls_on_tensors_that_require_grad_give_the_product_its_gradient(device, kernel, call):
+    """fastsgemm.matmul and sgemm(A, B) record the product as torch.matmul does (through fastsgemm.torch's
+    operator) instead of handing back a result cut off from the graph."""
+    generator = torch.Generator().manual_seed(11)
+    a = torch.randn(37, 19, generator=generator).to(device).requires_grad_()
+    b = torch.randn(19, 23, generator=generator).to(device)  # only A requires grad
+    y = getattr(fastsgemm, call)(a, b, kernel=kernel)
+    assert y.grad_fn is not None and y.requires_grad and isinstance(y, torch.Tensor)
+    weighted_loss(y).backward()
+    a64 = a.detach().double().requires_grad_()
+    weighted_loss(a64 @ b.double()).backward()
+    assert relative_error(y, a64.detach() @ b.double()) <= FP32_TOLERANCE
+    assert relative_error(a.grad, a64.grad) <= FP32_TOLERANCE
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_under_no_grad_tensors_that_require_grad_are_read_as_they_are(device, kernel):
+    generator = torch.Generator().manual_seed(12)
+    layer_weight = torch.nn.Parameter(torch.randn(19, 23, generator=generator).to(device))
+    x = torch.randn(37, 19, generator=generator).to(device)
+    with torch.no_grad():
+        y = fastsgemm.matmul(x, layer_weight, kernel=kernel)
+        out = torch.empty(37, 23, device=device)
+        fastsgemm.sgemm(x, layer_weight, out=out, kernel=kernel)
+    reference = x.double() @ layer_weight.detach().double()
+    assert relative_error(torch.as_tensor(np.asarray(y)) if not isinstance(y, torch.Tensor) else y,
+                          reference) <= FP32_TOLERANCE
+    assert relative_error(out, reference) <= FP32_TOLERANCE
+    assert not getattr(y, "requires_grad", False)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_calls_that_would_drop_a_gradient_say_so(device, kernel):
+    fs = fastsgemm
+    a = torch.randn(8, 5, device=device, requires_grad=True)
+    b = torch.randn(5, 6, device=device)
+    c = torch.zeros(8, 6, device=device)
+    for attempt in (lambda: fs.sgemm(a, b, alpha=2.0, kernel=kernel), lambda: fs.sgemm(a, b, c, beta=1.0, kernel=kernel),
+                    lambda: fs.sgemm(a, b, out=torch.empty(8, 6, device=device), kernel=kernel)):
+        with pytest.raises(RuntimeError, match="records no gradient"):
+            attempt()
+    with pytest.raises(RuntimeError, match="out= records no gradient"):
+        fs.matmul(a, b, out=torch.empty(8, 6, device=device), kernel=kernel)

@@ -13,7 +13,7 @@ from . import _tuning
 from ._device_array import DeviceArray, record_writer
 from ._registry import INDEX, REGISTRY, Kernel, parse_kernel
 from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, operand_device,
-                        to_operand, working_stream)
+                        records_gradient, to_operand, torch_tensors, untracked, working_stream)
 
 CudaError = _sgemm.CudaError
 
@@ -160,6 +160,14 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
         return result
     alpha = _real("alpha", alpha)
     beta = _real("beta", beta)
+    if records_gradient(A, B, C, out) and torch_tensors(A, B):  # the fast path leaves these to us
+        if C is not None or out is not None or alpha != 1.0 or beta != 0.0 or A.dim() != 2 or B.dim() != 2:
+            raise RuntimeError("sgemm: an operand requires grad, and sgemm with C, alpha, beta or out= records no "
+                               "gradient; use fastsgemm.matmul(A, B) (differentiable on such tensors, as is "
+                               "fastsgemm.torch) or pass .detach()ed tensors")
+        from . import torch as differentiable  # torch is loaded already: a tensor requires grad
+        return differentiable.matmul(A, B, kernel=kernel)
+    A, B, C, out = untracked(A), untracked(B), untracked(C), untracked(out)
     if C is None and beta != 0.0:
         raise ValueError(f"beta={beta} needs a C matrix; pass C or leave beta at 0")
     on_device = is_device_array(A)

@@ -46,6 +46,31 @@ def framework_of(obj) -> str:
     return type(obj).__module__.split(".")[0]
 
 
+def records_gradient(*operands) -> bool:
+    """Whether autograd would record a product of these operands: one of them is a torch tensor that requires
+    grad, and torch's grad mode is on. torch is looked up, never imported: a torch tensor means it is loaded."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in operands)
+
+
+def untracked(obj):
+    """A torch tensor that requires grad, detached (a view, no copy), for a product autograd will not record (grad
+    mode off): torch refuses to export such a tensor through DLPack or __cuda_array_interface__. Anything else as
+    it is."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor) and obj.requires_grad:
+        return obj.detach()
+    return obj
+
+
+def torch_tensors(*objects) -> bool:
+    """Whether every object is a torch tensor (torch looked up, never imported)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and all(isinstance(x, torch.Tensor) for x in objects)
+
+
 def describe(obj) -> str:
     kind = type(obj)
     return f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__qualname__
