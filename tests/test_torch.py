@@ -342,3 +342,5 @@ def test_calls_that_would_drop_a_gradient_say_so(device, kernel):
             attempt()
     with pytest.raises(RuntimeError, match="out= records no gradient"):
         fs.matmul(a, b, out=torch.empty(8, 6, device=device), kernel=kernel)
+    with pytest.raises(ValueError, match="2-D|matri"):  # sgemm's own shape error, not a word about gradients
+        fs.sgemm(a[0], b, kernel=kernel)

@@ -160,8 +160,9 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
         return result
     alpha = _real("alpha", alpha)
     beta = _real("beta", beta)
-    if records_gradient(A, B, C, out) and torch_tensors(A, B):  # the fast path leaves these to us
-        if C is not None or out is not None or alpha != 1.0 or beta != 0.0 or A.dim() != 2 or B.dim() != 2:
+    # Matrices autograd would record: the fast path leaves them to us (other ranks: the shape error below).
+    if records_gradient(A, B, C, out) and torch_tensors(A, B) and A.dim() == 2 and B.dim() == 2:
+        if C is not None or out is not None or alpha != 1.0 or beta != 0.0:
             raise RuntimeError("sgemm: an operand requires grad, and sgemm with C, alpha, beta or out= records no "
                                "gradient; use fastsgemm.matmul(A, B) (differentiable on such tensors, as is "
                                "fastsgemm.torch) or pass .detach()ed tensors")
