@@ -13,6 +13,7 @@
  * col_stride) describing device memory, strides in elements.
  */
 #include "extension.h"
+#include "support/workspace_pool.h"
 
 #include <cublas_v2.h>  // CUBLAS_VER_MAJOR (the wheel's cublas_api.h may only be included through it)
 #include <structmember.h>
@@ -62,7 +63,11 @@ static int is_sticky(cudaError_t err) {
 PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) {
     const char *name = cudaGetErrorName(err), *text = cudaGetErrorString(err);
     if (err == cudaErrorMemoryAllocation) {
-        PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s (%s: %s)", what, name, text);
+        char refusal[256];
+        if (fsg_memory_refusal(refusal, sizeof refusal))  // the limit said no, not the driver
+            PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s: %s", what, refusal);
+        else
+            PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s (%s: %s)", what, name, text);
         return NULL;
     }
     const char *hint = is_sticky(err) ? " This error is sticky: the CUDA context of this process is lost and "
@@ -755,7 +760,14 @@ static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t
  * buffer is freed after cudaDeviceSynchronize, as cudaFree would. */
 
 static cudaMemPool_t result_pools[64];  /* by device ordinal; guarded by the GIL */
+static uint64_t result_pool_keeps[64];  /* what each keeps between calls without a device memory limit */
 static char result_pool_failed[64];     /* made once and failed: cudaMalloc from then on */
+
+/* Under a device memory limit a result pool keeps at most the limit between calls (as the workspace pools). */
+static uint64_t result_pool_keeps_now(int device) {
+    const uint64_t limit = fsg_memory_limit(device);
+    return limit < result_pool_keeps[device] ? limit : result_pool_keeps[device];
+}
 
 /* Whether work queued on `stream` is ordered with the legacy default stream (both ways). */
 static int ordered_with_legacy(cudaStream_t stream) {
@@ -806,7 +818,8 @@ static cudaError_t pool_allocate(int device, cudaStream_t stream, size_t nbytes,
             result_pool_failed[device] = 1;
             return cudaErrorNotSupported;
         }
-        uint64_t keep = total_bytes / 64;
+        result_pool_keeps[device] = total_bytes / 64;
+        uint64_t keep = result_pool_keeps_now(device);
         if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
             cudaGetLastError();
             (void)cudaMemPoolDestroy(pool);
@@ -845,7 +858,14 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
         Py_DECREF(self);
         return NULL;
     }
-    cudaError_t err = cudaErrorNotSupported;
+    cudaError_t err = fsg_memory_take(device, (uint64_t)nbytes);
+    if (err != cudaSuccess) {
+        leave_device(previous);
+        Py_DECREF(self);  // ptr is NULL: nothing is given back
+        return raise_cuda_error(st, err, "a DeviceBuffer's allocation");
+    }
+    self->counted = 1;
+    err = cudaErrorNotSupported;
     if (stream_ordered) {
         err = pool_allocate(device, stream, (size_t)nbytes, &self->ptr);
         if (err != cudaSuccess) cudaGetLastError();  // not sticky (out of memory, say): cudaMalloc may still work
@@ -860,7 +880,7 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
     if (err != cudaSuccess) {
         cudaGetLastError();
         self->ptr = NULL;
-        Py_DECREF(self);
+        Py_DECREF(self);  // gives the counted bytes back
         return raise_cuda_error(st, err, "cudaMalloc");
     }
     return (PyObject *)self;
@@ -886,7 +906,10 @@ static void DeviceBuffer_dealloc(DeviceBuffer *self) {
             err = cudaFreeAsync(self->ptr, (cudaStream_t)0);
         }
         if (err != cudaSuccess) cudaGetLastError();
+        else if (self->counted) fsg_memory_give(self->device, (uint64_t)self->nbytes);  // what stays allocated stays counted
         leave_device(previous);
+    } else if (self->counted) {  // its allocation failed
+        fsg_memory_give(self->device, (uint64_t)self->nbytes);
     }
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
@@ -953,6 +976,80 @@ static PyType_Spec DeviceBuffer_spec = {
 
 /* ---- module ---- */
 
+/* ---- fastsgemm's own device memory: counts and limit (kernels/support/device_memory.c) ---- */
+
+static int memory_device_arg(PyObject *arg, int *device) {
+    const long d = PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred()) return -1;
+    if (d < -1 || d >= FSG_MAX_COUNTED_DEVICES) {
+        PyErr_Format(PyExc_ValueError, "device %ld is not counted (ordinals 0 to %d)", d, FSG_MAX_COUNTED_DEVICES - 1);
+        return -1;
+    }
+    *device = (int)d;
+    return 0;
+}
+
+/* set_device_memory_limit(device, limit): limit in bytes or None; device -1 for every device. */
+static PyObject *set_device_memory_limit(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    int device;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_device_memory_limit(device, limit) takes 2 arguments");
+        return NULL;
+    }
+    if (memory_device_arg(args[0], &device) < 0) return NULL;
+    uint64_t limit = FSG_NO_LIMIT;
+    if (args[1] != Py_None) {
+        const unsigned long long value = PyLong_AsUnsignedLongLong(args[1]);
+        if (value == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+        if (value >= FSG_NO_LIMIT) {
+            PyErr_SetString(PyExc_OverflowError, "device memory limit too large");
+            return NULL;
+        }
+        limit = value;
+    }
+    fsg_memory_set_limit(device, limit);
+    // The pools already made follow the limit: what they keep between calls stays within it.
+    for (int d = 0; d < FSG_MAX_COUNTED_DEVICES; ++d) {
+        if (device >= 0 && d != device) continue;
+        cudaError_t err = fsg_workspace_pool_follow_limit(d);
+        if (err == cudaSuccess && result_pools[d] != NULL) {
+            uint64_t keep = result_pool_keeps_now(d);
+            err = cudaMemPoolSetAttribute(result_pools[d], cudaMemPoolAttrReleaseThreshold, &keep);
+        }
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            return raise_cuda_error(get_state(module), err, "setting a memory pool's release threshold");
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* device_memory(device) -> (limit or None, in use, peak), in bytes. */
+static PyObject *device_memory(PyObject *module, PyObject *arg) {
+    (void)module;
+    int device;
+    if (memory_device_arg(arg, &device) < 0) return NULL;
+    if (device < 0) {
+        PyErr_SetString(PyExc_ValueError, "device_memory needs a device ordinal");
+        return NULL;
+    }
+    uint64_t in_use, peak;
+    fsg_memory_counts(device, &in_use, &peak);
+    const uint64_t limit = fsg_memory_limit(device);
+    if (limit == FSG_NO_LIMIT) return Py_BuildValue("(OKK)", Py_None, (unsigned long long)in_use, (unsigned long long)peak);
+    return Py_BuildValue("(KKK)", (unsigned long long)limit, (unsigned long long)in_use, (unsigned long long)peak);
+}
+
+/* reset_device_memory_peak(device): the peak starts again from what is in use now. */
+static PyObject *reset_device_memory_peak(PyObject *module, PyObject *arg) {
+    (void)module;
+    int device;
+    if (memory_device_arg(arg, &device) < 0) return NULL;
+    for (int d = 0; d < FSG_MAX_COUNTED_DEVICES; ++d)
+        if (device < 0 || d == device) fsg_memory_reset_peak(d);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"gemm", (PyCFunction)(void (*)(void))gemm, METH_FASTCALL,
      "gemm(kernel, a, b, c, out, alpha, beta, stream): out = alpha * a @ b + beta * c with a registry rung number "
@@ -987,6 +1084,13 @@ static PyMethodDef module_methods[] = {
      "module was built with"},
     {"device_count", device_count, METH_NOARGS, "device_count() -> number of CUDA devices; raises CudaError"},
     {"current_device", current_device, METH_NOARGS, "current_device() -> this thread's CUDA device ordinal"},
+    {"set_device_memory_limit", (PyCFunction)(void (*)(void))set_device_memory_limit, METH_FASTCALL,
+     "set_device_memory_limit(device, limit): cap fastsgemm's own device memory on device (-1: every device) at "
+     "limit bytes (None: no cap)"},
+    {"device_memory", device_memory, METH_O,
+     "device_memory(device) -> (limit or None, in use, peak): fastsgemm's own device memory, in bytes"},
+    {"reset_device_memory_peak", reset_device_memory_peak, METH_O,
+     "reset_device_memory_peak(device): restart the peak from what is in use (-1: every device)"},
     {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},
     {"device_info", device_info, METH_O, "device_info(ordinal) -> dict of device properties"},
     {"synchronize", synchronize, METH_O, "synchronize(stream): wait for the stream's work (None: per-thread)"},

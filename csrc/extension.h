@@ -15,6 +15,7 @@
 #include <Python.h>
 
 #include "operands.h"
+#include "support/device_memory.h"
 
 /* ---- the fast path's state (csrc/fast_call.c) ---- */
 
@@ -64,6 +65,7 @@ typedef struct DeviceBuffer {
     int pooled; /* from the stream-ordered result pool (csrc/_sgemm.c), not cudaMalloc */
     int shared; /* its address went out (an interface, DLPack, .ptr) or a stream outside the legacy stream's order
                    read it: freed only after the device has synchronized */
+    int counted; /* its bytes are in fastsgemm's device memory count (kernels/support/device_memory.c) */
 } DeviceBuffer;
 
 /* Marks a pooled buffer as read on `stream`: one the legacy default stream does not order (a non-blocking

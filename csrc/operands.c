@@ -30,6 +30,7 @@
 #include <stdlib.h>
 
 #include "staging.h"
+#include "support/device_memory.h"
 
 enum { kMaxTemps = 16 };
 
@@ -119,6 +120,7 @@ typedef struct scratch {
     struct {
         void *ptr;
         fsg_side side;
+        size_t bytes;
     } items[kMaxTemps];
     int count;
     cudaStream_t stream;
@@ -135,12 +137,18 @@ static cudaError_t scratch_alloc(scratch *s, fsg_side side, int64_t elements, fl
     } else {
         // Stream-ordered: the memory is free for reuse only after the work
         // queued before the matching cudaFreeAsync has run.
-        cudaError_t err = cudaMallocAsync(&p, bytes, s->stream);
+        cudaError_t err = fsg_memory_take(-1, bytes);
         if (err != cudaSuccess) return err;
+        err = cudaMallocAsync(&p, bytes, s->stream);
+        if (err != cudaSuccess) {
+            fsg_memory_give(-1, bytes);
+            return err;
+        }
         s->used_stream = true;
     }
     s->items[s->count].ptr = p;
     s->items[s->count].side = side;
+    s->items[s->count].bytes = bytes;
     s->count++;
     *out = p;
     return cudaSuccess;
@@ -161,6 +169,7 @@ static cudaError_t scratch_release(scratch *s, cudaError_t status) {
             free(s->items[i].ptr);
         } else {
             cudaError_t err = cudaFreeAsync(s->items[i].ptr, s->stream);
+            if (err == cudaSuccess) fsg_memory_give(-1, s->items[i].bytes);  // on the device it was taken on
             if (status == cudaSuccess) status = err;
         }
     }

@@ -51,35 +51,66 @@ def test_odd_shapes_and_chunkings_match_numpy(shape, seed):
 
 
 def test_each_output_block_is_accumulated_in_place(monkeypatch):
-    """The block a chain's first task makes is the very object its last task returns: the later products were added
-    into it (beta = 1, out = the block), not made as blocks of their own."""
-    made = []
-    original = fsd._first_product
+    """Each output block is made by its first product and every later product is added into that very block
+    (beta = 1, out = the block), which the block's task returns: no partial product is a block of its own."""
+    calls = []
+    original = fsd.sgemm
 
-    def recording(a, b, kernel):
-        block = original(a, b, kernel)
-        made.append(block)
-        return block
+    def recording(a, b, c=None, **options):
+        result = original(a, b, c, **options)
+        calls.append((c, options.get("beta", 0.0), options.get("out"), result))
+        return result
 
-    monkeypatch.setattr(fsd, "_first_product", recording)
+    monkeypatch.setattr(fsd, "sgemm", recording)
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((40, 90), dtype=np.float32), rng.standard_normal((90, 30), dtype=np.float32)
     z = fsd.matmul(da.from_array(a, chunks=(20, 30)), da.from_array(b, chunks=(30, 15)), kernel="cpu")
-    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")
-    assert len(made) == len(blocks) == 4  # one block made per output block, for 3 K chunks each
-    assert all(any(block is first for first in made) for block in blocks)
+    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="sync")
+    assert len(calls) == 4 * 3  # 4 output blocks, 3 K chunks each; one task at a time on the sync scheduler
+    made = []
+    for n in range(4):
+        first, *later = calls[3 * n:3 * n + 3]
+        assert first[0] is None and first[1] == 0.0
+        for c, beta, out, result in later:
+            assert c is first[3] and out is first[3] and result is first[3] and beta == 1.0
+        made.append(first[3])
+    assert all(sum(block is first for first in made) == 1 for block in blocks)
     assert relative_error(np.block([[blocks[0], blocks[1]], [blocks[2], blocks[3]]]), a, b) < FP32_TOLERANCE
 
 
-def test_the_graph_has_one_task_per_block_product_and_no_sum():
+def test_the_graph_has_one_task_per_output_block_and_no_sum():
     x = da.ones((60, 90), chunks=(20, 30), dtype=np.float32)
     y = da.ones((90, 40), chunks=(30, 20), dtype=np.float32)
     z = fsd.matmul(x, y, kernel="cpu")
     ours = dict(z.dask.layers[z.name])
-    assert len(ours) == 3 * 2 * 3  # output blocks times K chunks
+    assert len(ours) == 3 * 2  # output blocks; host chunks have no tasks of their own to move them
     functions = [task[0] if isinstance(task, tuple) else task.func for task in ours.values()]
-    assert functions.count(fsd._first_product) == 6 and functions.count(fsd._add_product) == 12
+    assert functions == [fsd._host_block] * 6
     np.testing.assert_array_equal(z.compute(scheduler="sync"), np.full((60, 40), 90, np.float32))
+
+
+def test_blocks_take_the_gpus_in_turn():
+    x = da.ones((60, 90), chunks=(20, 30), dtype=np.float32)
+    y = da.ones((90, 40), chunks=(30, 20), dtype=np.float32)
+    z = fsd.matmul(x, y, kernel="cpu")
+    gpus = fsd.gpus_for_blocks(None)  # every GPU this process sees, or [None] where there is none
+    assert gpus == (list(range(fastsgemm._sgemm.device_count())) if fastsgemm.cuda_available() else [None])
+    tasks = dict(z.dask.layers[z.name])
+    assert [tasks[(z.name, i, j)][-1] for i in range(3) for j in range(2)] == \
+        [gpus[(i * 2 + j) % len(gpus)] for i in range(3) for j in range(2)]
+    with pytest.raises(TypeError, match="list of GPUs"):
+        fsd.matmul(x, y, devices=0)
+    with pytest.raises(ValueError, match="empty"):
+        fsd.matmul(x, y, devices=[])
+
+
+@pytest.mark.gpu
+def test_host_and_device_chunks_are_not_mixed():
+    cupy = pytest.importorskip("cupy")
+    x = da.ones((4, 5), chunks=2, dtype=np.float32)
+    y = da.from_array(cupy.ones((5, 3), cupy.float32), chunks=2, asarray=False)
+    with pytest.raises(TypeError, match="both host"):
+        fsd.matmul(x, y)
 
 
 def test_only_the_smaller_operand_is_rechunked_and_only_along_k():
@@ -163,8 +194,82 @@ def test_cupy_chunks_on_the_second_gpu_are_computed_there():
     with cupy.cuda.Device(1):
         x = da.from_array(cupy.asarray(a), chunks=256, asarray=False)
         y = da.from_array(cupy.asarray(b), chunks=256, asarray=False)
-    z = fsd.matmul(x, y)
+    z = fsd.matmul(x, y, devices=[1])
     blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")  # the blocks as computed, not joined
     assert all(block.device.id == 1 for block in blocks)
     grid = [[cupy.asnumpy(blocks[i * z.numblocks[1] + j]) for j in range(z.numblocks[1])] for i in range(z.numblocks[0])]
     assert relative_error(np.block(grid), a, b) < FP32_TOLERANCE
+
+
+TWO_GPUS = pytest.mark.skipif(not fastsgemm.cuda_available() or fastsgemm._sgemm.device_count() < 2,
+                              reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")
+
+
+@pytest.fixture
+def no_limit_after():
+    """Whatever limit a test sets, every GPU is without one after it."""
+    yield fastsgemm.set_device_memory_limit
+    fastsgemm.set_device_memory_limit(None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["tf32x3", "warptile"])
+def test_host_chunks_stream_through_a_gpu_budget_of_a_quarter_of_the_operands(kernel, no_limit_after):
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3000, 2500), dtype=np.float32), rng.standard_normal((2500, 2800), dtype=np.float32)
+    # Above what fastsgemm holds already (the cuBLAS workspaces of threads that called it before, 32 MiB each).
+    held_before = fastsgemm.device_memory(0)["in_use"]
+    budget = held_before + (a.nbytes + b.nbytes + 4 * 3000 * 2800) // 4
+    no_limit_after(budget, device=0)
+    fastsgemm.reset_device_memory_peak(0)
+    z = fsd.matmul(da.from_array(a, chunks=700), da.from_array(b, chunks=700), kernel=kernel, devices=[0])
+    result = z.compute(scheduler="threads")
+    counts = fastsgemm.device_memory(0)
+    assert counts["limit"] == budget
+    assert held_before < counts["peak"] <= budget  # the GPU did the work, within its budget
+    assert counts["in_use"] == held_before  # every block, chunk and workspace given back
+    assert relative_error(result, a, b) < FP32_TOLERANCE
+
+
+@pytest.mark.gpu
+def test_a_budget_too_small_for_one_block_says_so(no_limit_after):
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((600, 500), dtype=np.float32), rng.standard_normal((500, 400), dtype=np.float32)
+    limit = fastsgemm.device_memory(0)["in_use"] + (1 << 20)  # 1 MiB more; a 300 x 400 block and its chunks need 2
+    no_limit_after(limit, device=0)
+    z = fsd.matmul(da.from_array(a, chunks=300), da.from_array(b, chunks=(300, 400)), kernel="tf32x3", devices=[0])
+    with pytest.raises(MemoryError, match=f"limit on cuda:0 is {limit} bytes"):
+        z.compute(scheduler="sync")
+    no_limit_after(None)
+    assert relative_error(z.compute(scheduler="sync"), a, b) < FP32_TOLERANCE
+
+
+@pytest.mark.gpu
+@TWO_GPUS
+def test_cupy_chunks_spread_over_two_gpus_each_block_on_the_gpu_it_was_given():
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((900, 700), dtype=np.float32), rng.standard_normal((700, 800), dtype=np.float32)
+    with cupy.cuda.Device(0):
+        x = da.from_array(cupy.asarray(a), chunks=300, asarray=False)
+        y = da.from_array(cupy.asarray(b), chunks=(300, 400), asarray=False)
+    z = fsd.matmul(x, y)  # every GPU: blocks alternate between GPU 0 and GPU 1
+    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")
+    columns = z.numblocks[1]
+    assert [block.device.id for block in blocks] == [n % 2 for n in range(len(blocks))]
+    grid = [[cupy.asnumpy(blocks[i * columns + j]) for j in range(columns)] for i in range(z.numblocks[0])]
+    assert relative_error(np.block(grid), a, b) < FP32_TOLERANCE
+    moves = [key for key in z.dask if isinstance(key, tuple) and str(key[0]).endswith("-on-gpu")]
+    assert len(moves) == len(set(moves)) and all(key[-1] in (0, 1) for key in moves)
+
+
+@pytest.mark.gpu
+@TWO_GPUS
+def test_host_chunks_spread_over_two_gpus(no_limit_after):
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((1000, 600), dtype=np.float32), rng.standard_normal((600, 700), dtype=np.float32)
+    fastsgemm.reset_device_memory_peak()
+    before = [fastsgemm.device_memory(d)["in_use"] for d in (0, 1)]
+    z = fsd.matmul(da.from_array(a, chunks=250), da.from_array(b, chunks=350), kernel="tf32x3", devices=[0, 1])
+    assert relative_error(z.compute(scheduler="threads"), a, b) < FP32_TOLERANCE
+    assert all(fastsgemm.device_memory(d)["peak"] > before[d] for d in (0, 1))  # both GPUs staged blocks

@@ -8,6 +8,7 @@
 #define FASTSGEMM_HOPPER_PACK_CUH
 
 #include "hopper/pipeline.cuh"
+#include "support/device_memory.h"
 #include "support/workspace_pool.h"
 
 namespace fsg {
@@ -118,12 +119,18 @@ __global__ void __launch_bounds__(kPackThreads) pack_kernel(PackOperand a, PackO
  * panel: small against a panel's product, which is at least 8 k-tiles deep.
  * Split-K calls (k_slice > 0: small outputs, long K) keep one panel. `kept`
  * comes from fsg_workspace_pool, remembered when the pool was made: asking
- * the pool here would invalidate a stream capture. */
+ * the pool here would invalidate a stream capture. Under a device memory
+ * limit (support/device_memory.c) the panels also fit in what the limit
+ * still allows, `room`; a workspace that does not fit even so (8 k-tiles, or
+ * a split-K call's one panel) is refused, and the path without one runs. */
 template <int PARTS>
-int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, uint64_t kept) {
-    if (g.k_slice > 0 || kept == 0) return tiles_k;  // kept == 0: a pool that keeps nothing, panels or not
+int64_t k_panel_tiles(const fsg_gemm &g, int64_t row_tiles, int64_t tiles_k, uint64_t kept, uint64_t room) {
+    if (g.k_slice > 0) return tiles_k;
+    uint64_t fits_in = kept == 0 ? FSG_NO_LIMIT : kept;  // kept == 0: a pool that keeps nothing
+    if (room < fits_in) fits_in = room;
+    if (fits_in == FSG_NO_LIMIT) return tiles_k;
     const uint64_t bytes_per_k_tile = (uint64_t)row_tiles * PARTS * kTileFloats * sizeof(float);
-    const int64_t fit = (int64_t)(kept / bytes_per_k_tile);
+    const int64_t fit = (int64_t)(fits_in / bytes_per_k_tile);
     if (fit >= tiles_k) return tiles_k;
     const int64_t panels = ceil_div(tiles_k, fit > 8 ? fit : (int64_t)8);
     return ceil_div(tiles_k, panels);
@@ -157,11 +164,17 @@ cudaError_t with_packed_operands(const fsg_gemm &g, const fsg_batch &batch, int6
     uint64_t kept;
     cudaError_t err = fsg_workspace_pool(&pool, &kept);
     if (err != cudaSuccess) return err;
-    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, rows_a + rows_b, tiles_k, kept);
+    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, rows_a + rows_b, tiles_k, kept, fsg_memory_room());
     const int64_t floats_a = rows_a * panel_tiles * PARTS * kTileFloats;
     const size_t bytes = (size_t)(floats_a + rows_b * panel_tiles * PARTS * kTileFloats) * sizeof(float);
+    if (fsg_memory_take(-1, bytes) != cudaSuccess) {
+        char forgotten[8];
+        (void)fsg_memory_refusal(forgotten, sizeof forgotten);  // not an error: the path without a workspace runs
+        return cudaSuccess;
+    }
     float *packed = nullptr;
     err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
+    if (err != cudaSuccess) fsg_memory_give(-1, bytes);
     if (err == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();  // not sticky: clear it and let the path without a workspace run
         return cudaSuccess;
@@ -196,6 +209,7 @@ cudaError_t with_packed_operands(const fsg_gemm &g, const fsg_batch &batch, int6
     // A launch that fails after panel 0 leaves D holding the panels before it (and C overwritten where C is D):
     // the error goes to the caller, which raises it; nothing retries the call on another path.
     const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
+    if (freed == cudaSuccess) fsg_memory_give(-1, bytes);
     return err != cudaSuccess ? err : freed;
 }
 

@@ -45,6 +45,7 @@
 #include <cublas_v2.h>
 
 #include "ladder.h"
+#include "support/device_memory.h"
 
 #define FSG_STRINGIFY_(x) #x
 #define FSG_STRINGIFY(x) FSG_STRINGIFY_(x)
@@ -220,10 +221,18 @@ enum { kWorkspaceBytes = 32 << 20 };
 static pthread_key_t handle_key;
 static pthread_once_t handle_key_once = PTHREAD_ONCE_INIT;
 
+/* Frees a handle's workspace, counted in fastsgemm's device memory while it lived. */
+static void free_workspace(thread_handle *th) {
+    if (th->workspace == NULL) return;
+    if (cudaFree(th->workspace) == cudaSuccess) fsg_memory_give(th->device, kWorkspaceBytes);
+    else (void)cudaGetLastError();  // left allocated, and counted
+    th->workspace = NULL;
+}
+
 static void destroy_thread_handle(void *p) {
     thread_handle *th = p;
     cublas.destroy(th->handle);  // at thread exit there is no one to tell of a failure
-    if (th->workspace != NULL) cudaFree(th->workspace);
+    free_workspace(th);
     free(th);
 }
 
@@ -264,9 +273,9 @@ static cudaError_t get_handle(cublasHandle_t *out) {
     } else {
         cublas.destroy(th->handle);  // made for another device
         th->handle = NULL;
-        if (th->workspace != NULL) cudaFree(th->workspace);
-        th->workspace = NULL;
+        free_workspace(th);
     }
+    th->device = device;
     // Creating a handle and its workspace allocates device memory. A first call made inside a stream capture
     // (torch.cuda.graph) would have that invalidate the capture in its default mode; relaxed mode lets this
     // thread's allocations through without them joining the graph. The mode is this thread's, restored after.
@@ -274,19 +283,22 @@ static cudaError_t get_handle(cublasHandle_t *out) {
     cudaThreadExchangeStreamCaptureMode(&mode);
     cublasStatus_t s = cublas.create(&th->handle);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublas.set_math_mode(th->handle, CUBLAS_DEFAULT_MATH);
-    cudaError_t alloc = s == CUBLAS_STATUS_SUCCESS ? cudaMalloc(&th->workspace, kWorkspaceBytes) : cudaSuccess;
+    cudaError_t alloc = s == CUBLAS_STATUS_SUCCESS ? fsg_memory_take(device, kWorkspaceBytes) : cudaSuccess;
+    if (s == CUBLAS_STATUS_SUCCESS && alloc == cudaSuccess) {
+        alloc = cudaMalloc(&th->workspace, kWorkspaceBytes);
+        if (alloc != cudaSuccess) fsg_memory_give(device, kWorkspaceBytes);
+    }
     if (alloc != cudaSuccess) th->workspace = NULL;
     if (s == CUBLAS_STATUS_SUCCESS && th->workspace != NULL)
         s = cublas.set_workspace(th->handle, th->workspace, kWorkspaceBytes);
     cudaThreadExchangeStreamCaptureMode(&mode);
     if (s != CUBLAS_STATUS_SUCCESS || alloc != cudaSuccess) {
         if (th->handle != NULL) cublas.destroy(th->handle);
-        if (th->workspace != NULL) cudaFree(th->workspace);
+        free_workspace(th);
         free(th);
         pthread_setspecific(handle_key, NULL);
         return alloc != cudaSuccess ? alloc : cuda_error_of(s);
     }
-    th->device = device;
     pthread_setspecific(handle_key, th);
     *out = th->handle;
     return cudaSuccess;

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "support/device_memory.h"
 #include "support/workspace_pool.h"
 
 #define MAX_POOLED_DEVICES 64
@@ -32,8 +33,9 @@ static cudaError_t make_pool(int device, cudaMemPool_t *pool, uint64_t *keeps) {
     props.location.id = device;
     err = cudaMemPoolCreate(pool, &props);
     if (err != cudaSuccess) return err;
-    uint64_t keep = total_bytes / 64;
-    err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    const uint64_t keep = total_bytes / 64, limit = fsg_memory_limit(device);
+    uint64_t keeps_now = limit < keep ? limit : keep;
+    err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keeps_now);
     if (err != cudaSuccess) (void)cudaMemPoolDestroy(*pool);
     *keeps = keep;
     return err;
@@ -63,6 +65,19 @@ cudaError_t fsg_workspace_pool(cudaMemPool_t *pool, uint64_t *keeps) {
     }
     *pool = pools[device];
     *keeps = pool_keeps[device];
+    pthread_mutex_unlock(&pools_lock);
+    return err;
+}
+
+cudaError_t fsg_workspace_pool_follow_limit(int device) {
+    if (device < 0 || device >= MAX_POOLED_DEVICES) return cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    pthread_mutex_lock(&pools_lock);
+    if (pools[device] != NULL) {
+        const uint64_t limit = fsg_memory_limit(device);
+        uint64_t keep = limit < pool_keeps[device] ? limit : pool_keeps[device];
+        err = cudaMemPoolSetAttribute(pools[device], cudaMemPoolAttrReleaseThreshold, &keep);
+    }
     pthread_mutex_unlock(&pools_lock);
     return err;
 }

@@ -20,6 +20,12 @@ extern "C" {
  * is made. */
 cudaError_t fsg_workspace_pool(cudaMemPool_t *pool, uint64_t *keeps);
 
+/* Sets what `device`'s pool, if it is made, keeps between calls after its
+ * device memory limit changed: a 64th of the GPU, or the limit if smaller.
+ * The keeps that fsg_workspace_pool reports (what K panels are sized by) do
+ * not change. */
+cudaError_t fsg_workspace_pool_follow_limit(int device);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,11 +19,16 @@ from ._benchmark import benchmark
 from ._cuda_setup import DriverTooOldWarning, check_at_import as _check_cuda_at_import
 from ._device_array import DeviceArray, to_device
 from ._matmul import matmul
+from ._memory import device_memory, reset_device_memory_peak, set_device_memory_limit
+from ._memory import limit_from_environment as _limit_from_environment
 
 __version__ = "0.1.0"
 
 # Where the nvidia-cublas wheel keeps cuBLAS, for its first use; one warning if the driver is too old for this build.
 _check_cuda_at_import()
+
+# FASTSGEMM_DEVICE_MEMORY_LIMIT caps the device memory fastsgemm holds on every GPU (fastsgemm.set_device_memory_limit).
+_limit_from_environment()
 
 # Threads free their cuBLAS handles when they end; the main thread never "ends", so it frees its own here.
 _atexit.register(_sgemm.release_thread_resources)
@@ -39,8 +44,11 @@ __all__ = [
     "benchmark",
     "cuda_available",
     "device_info",
+    "device_memory",
     "kernels",
     "matmul",
+    "reset_device_memory_peak",
+    "set_device_memory_limit",
     "sgemm",
     "sgemm_raw",
     "to_device",
