@@ -28,7 +28,8 @@ every GPU the process building the graph sees. Its task runs there, and only the
   larger than the GPU stream through it within that limit. A limit too small for one block and one chunk pair
   raises MemoryError naming it: use smaller chunks.
 - Device (CuPy) chunks are moved to the GPU of each block that reads them by a task of the graph, once per chunk
-  and GPU, which CuPy copies (peer to peer where the GPUs allow it); Dask keeps that copy while blocks on that GPU
+  and GPU. CuPy copies them, on a stream of their own, peer to peer (this module enables peer access between the
+  GPUs where they allow it); a chunk that is a view is packed first. Dask keeps the copy while blocks on that GPU
   still need it, and frees it after. Chunks already on the block's GPU are read in place. The blocks stay on their
   GPUs: `z.compute()` joins them on the current device, as cupy.concatenate does; `z.persist()` or
   `z.to_delayed()` keeps them where they were made.
@@ -123,21 +124,51 @@ def _device_block(x_chunks, y_chunks, kernel, device):
     return block
 
 
+_copy_streams: dict = {}  # GPU ordinal -> the CuPy stream chunks are copied to it on
+_peers_enabled: set = set()
+
+
+def _copy_stream(cupy, gpu, source):
+    """The stream that copies chunks to `gpu`, its own so that a copy does not queue behind the products already
+    queued there; and peer access from `gpu` to `source`'s memory, so the copy goes straight over NVLink or PCIe
+    rather than through the host. Both made once per process."""
+    with _locks_lock:
+        if (gpu, source) not in _peers_enabled:
+            _peers_enabled.add((gpu, source))
+            if cupy.cuda.runtime.deviceCanAccessPeer(gpu, source):
+                with cupy.cuda.Device(gpu):
+                    try:
+                        cupy.cuda.runtime.deviceEnablePeerAccess(source)
+                    except cupy.cuda.runtime.CUDARuntimeError as error:
+                        if "PeerAccessAlreadyEnabled" not in str(error):
+                            raise
+        if gpu not in _copy_streams:
+            with cupy.cuda.Device(gpu):
+                _copy_streams[gpu] = cupy.cuda.Stream(non_blocking=True)
+        return _copy_streams[gpu]
+
+
 def _on_gpu(chunk, device):
     """A device chunk on GPU `device`: itself when it is there already, else CuPy's copy of it there. The copy
-    starts after the work queued on the chunk's own GPU (which may still be writing it), and that GPU's later work
-    (which may reuse its memory once Dask lets it go) waits for the copy."""
+    starts after the work queued on the chunk's own GPU (which may still be writing it); the work queued on the two
+    GPUs after it (the products that read the copy, and whatever may reuse the chunk's memory once Dask lets it go)
+    waits for it."""
     gpu = _gpu_here(device)
     cupy = sys.modules.get("cupy")
     if gpu is None or cupy is None or not isinstance(chunk, cupy.ndarray) or chunk.device.id == gpu:
         return chunk
+    copies = _copy_stream(cupy, gpu, chunk.device.id)
     with chunk.device:
+        # CuPy copies between GPUs only what is contiguous: a chunk that is a view of a larger array is packed first,
+        # on its own GPU.
+        source = cupy.ascontiguousarray(chunk)
         written = cupy.cuda.get_current_stream().record()
     with cupy.cuda.Device(gpu):
-        stream = cupy.cuda.get_current_stream()
-        stream.wait_event(written)
-        moved = cupy.copy(chunk)
-        copied = stream.record()
+        copies.wait_event(written)
+        with copies:
+            moved = cupy.copy(source)
+        copied = copies.record()
+        cupy.cuda.get_current_stream().wait_event(copied)
     with chunk.device:
         cupy.cuda.get_current_stream().wait_event(copied)
     return moved
