@@ -15,6 +15,20 @@ import fastsgemm.dask as fsd  # noqa: E402
 from conftest import FP32_TOLERANCE  # noqa: E402
 
 
+TWO_GPUS = pytest.mark.skipif(not fastsgemm.cuda_available() or fastsgemm._sgemm.device_count() < 2,
+                              reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")
+
+
+def cupy_blocks_and_joined(z):
+    """The blocks of a CuPy-chunked result as computed (each where it was made, not joined), and all of them
+    joined on the host."""
+    cupy = pytest.importorskip("cupy")
+    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")
+    columns = z.numblocks[1]
+    grid = [[cupy.asnumpy(blocks[i * columns + j]) for j in range(columns)] for i in range(z.numblocks[0])]
+    return blocks, np.block(grid)
+
+
 def relative_error(value, a, b):
     reference = np.matmul(a.astype(np.float64), b.astype(np.float64))
     scale = np.linalg.norm(reference)
@@ -185,8 +199,7 @@ def test_cupy_chunks_stay_on_the_gpu(kernel):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not fastsgemm.cuda_available() or fastsgemm._sgemm.device_count() < 2,
-                    reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")
+@TWO_GPUS
 def test_cupy_chunks_on_the_second_gpu_are_computed_there():
     cupy = pytest.importorskip("cupy")
     rng = np.random.default_rng(5)
@@ -195,14 +208,10 @@ def test_cupy_chunks_on_the_second_gpu_are_computed_there():
         x = da.from_array(cupy.asarray(a), chunks=256, asarray=False)
         y = da.from_array(cupy.asarray(b), chunks=256, asarray=False)
     z = fsd.matmul(x, y, devices=[1])
-    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")  # the blocks as computed, not joined
+    blocks, joined = cupy_blocks_and_joined(z)
     assert all(block.device.id == 1 for block in blocks)
-    grid = [[cupy.asnumpy(blocks[i * z.numblocks[1] + j]) for j in range(z.numblocks[1])] for i in range(z.numblocks[0])]
-    assert relative_error(np.block(grid), a, b) < FP32_TOLERANCE
+    assert relative_error(joined, a, b) < FP32_TOLERANCE
 
-
-TWO_GPUS = pytest.mark.skipif(not fastsgemm.cuda_available() or fastsgemm._sgemm.device_count() < 2,
-                              reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")
 
 
 @pytest.fixture
@@ -254,11 +263,9 @@ def test_cupy_chunks_spread_over_two_gpus_each_block_on_the_gpu_it_was_given():
         x = da.from_array(cupy.asarray(a), chunks=300, asarray=False)
         y = da.from_array(cupy.asarray(b), chunks=(300, 400), asarray=False)
     z = fsd.matmul(x, y)  # every GPU: blocks alternate between GPU 0 and GPU 1
-    blocks = dask.compute(*z.to_delayed().ravel(), scheduler="threads")
-    columns = z.numblocks[1]
+    blocks, joined = cupy_blocks_and_joined(z)
     assert [block.device.id for block in blocks] == [n % 2 for n in range(len(blocks))]
-    grid = [[cupy.asnumpy(blocks[i * columns + j]) for j in range(columns)] for i in range(z.numblocks[0])]
-    assert relative_error(np.block(grid), a, b) < FP32_TOLERANCE
+    assert relative_error(joined, a, b) < FP32_TOLERANCE
     moves = [key for key in z.dask if isinstance(key, tuple) and str(key[0]).endswith("-on-gpu")]
     assert len(moves) == len(set(moves)) and all(key[-1] in (0, 1) for key in moves)
 
