@@ -58,18 +58,37 @@ struct BlockStart {
     uint64_t *full, *empty;
     int tile_m, tile_n;
 };
+struct StageRing {
+    float *stages;
+    uint64_t *full, *empty;
+};
+template <int STAGES, int STAGE_FLOATS, int PRODUCERS = 1>
+__device__ __forceinline__ StageRing start_ring(float4 *smem) {
+    StageRing ring;
+    ring.stages = reinterpret_cast<float *>(smem);
+    ring.full = reinterpret_cast<uint64_t *>(ring.stages + STAGES * STAGE_FLOATS);
+    ring.empty = ring.full + STAGES;
+    if (threadIdx.x == 0) init_stage_barriers(ring.full, ring.empty, STAGES, PRODUCERS, kConsumerThreads);
+    __syncthreads();
+    return ring;
+}
 template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
 __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
-    BlockStart block;
-    block.stages = reinterpret_cast<float *>(smem);
-    block.full = reinterpret_cast<uint64_t *>(block.stages + STAGES * STAGE_FLOATS);
-    block.empty = block.full + STAGES;
-    if (threadIdx.x == 0) init_stage_barriers(block.full, block.empty, STAGES, PRODUCERS, kConsumerThreads);
-    __syncthreads();
+    const StageRing ring = start_ring<STAGES, STAGE_FLOATS, PRODUCERS>(smem);
     const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
-    block.tile_m = tile.row;
-    block.tile_n = tile.col;
-    return block;
+    return {ring.stages, ring.full, ring.empty, tile.row, tile.col};
+}
+
+/* A persistent grid (one block per SM, each taking items gridDim.x apart) numbers its work items product by
+ * product (or split-K slice by slice: grid z's meaning), each product's output tiles in start_block's order. */
+struct WorkItem {
+    int64_t z;
+    int tile_m, tile_n;
+};
+__device__ __forceinline__ WorkItem work_item(int64_t item, int tiles_m, int tiles_n) {
+    const int64_t per_product = (int64_t)tiles_m * tiles_n, z = item / per_product;
+    const TileCoord tile = grouped_tile<int>((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
+    return {z, tile.row, tile.col};
 }
 
 /* Grid z is either split-K's slices or a batch's products (ladder.h's
@@ -83,12 +102,12 @@ inline unsigned grid_z(const fsg_gemm &g, const fsg_batch &batch) {
     return batch.count > 1 ? (unsigned)batch.count : slice_count(g);
 }
 
-__device__ __forceinline__ fsg_gemm this_slice_or_product(const fsg_gemm &problem, const fsg_batch &batch) {
+__device__ __forceinline__ fsg_gemm slice_or_product(const fsg_gemm &problem, const fsg_batch &batch, int64_t z) {
     // One chain of offsets from the kernel's parameters, with no branch between two copies of the problem: with
     // one (an early `return this_slice(problem)`), nvcc lost that D and C are global memory and stored the
     // epilogue with generic ST.E in place of STG.E, and tf32x3 ran 2-3% slower at 2048^3-4096^3.
     const bool in_batch = batch.count > 1;  // then k_slice is 0: the launchers refuse both at once
-    const int64_t z = blockIdx.z, slice = in_batch ? 0 : z, product = in_batch ? z : 0;
+    const int64_t slice = in_batch ? 0 : z, product = in_batch ? z : 0;
     const int64_t k0 = slice * problem.k_slice;
     fsg_gemm g = problem;
     g.a += (problem.a_trans ? k0 * problem.lda : k0) + product * batch.step_a;
@@ -97,6 +116,9 @@ __device__ __forceinline__ fsg_gemm this_slice_or_product(const fsg_gemm &proble
     g.k = problem.k_slice > 0 && problem.k - k0 > problem.k_slice ? problem.k_slice : problem.k - k0;
     g.d += slice * problem.m * problem.ldd + product * batch.step_d;
     return g;
+}
+__device__ __forceinline__ fsg_gemm this_slice_or_product(const fsg_gemm &problem, const fsg_batch &batch) {
+    return slice_or_product(problem, batch, blockIdx.z);
 }
 
 /* Split-K (ladder.h's k_slice, grid z): the packed k-tiles the block's slice

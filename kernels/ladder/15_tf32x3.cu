@@ -82,10 +82,13 @@ struct BlockShape {
 /* The consumers' side of a stage ring (both producers below fill it): a
  * 64 x BN slice of the block tile per consumer warpgroup, nothing but wgmma
  * and the main term's FADDs, then the epilogue. A stage holds A hi, A lo (128
- * rows), B hi, B lo (BN rows), K-major in the 128-byte swizzle. */
+ * rows), B hi, B lo (BN rows), K-major in the 128-byte swizzle. `first`: where
+ * this tile's k-tiles start in the ring's sequence (a persistent block's
+ * earlier items took the ones before). */
 template <int BN, int STAGES, int PRODUCER_WARPGROUPS = 1>
 __device__ __forceinline__ void consume_stages(const fsg_gemm &g, const float *stages, uint64_t *full,
-                                               uint64_t *empty, int count, int tile_m, int tile_n) {
+                                               uint64_t *empty, int count, int tile_m, int tile_n,
+                                               int64_t first = 0) {
     using Shape = BlockShape<BN>;
     constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
     const int consumer = threadIdx.x / 128 - PRODUCER_WARPGROUPS;
@@ -93,8 +96,9 @@ __device__ __forceinline__ void consume_stages(const fsg_gemm &g, const float *s
     float main[BN / 2] = {};  // the main term's running sum (FADD)
     float part[BN / 2];       // this tile's main term, out of the tensor core
     for (int t = 0; t < count; ++t) {
-        const int s = t % STAGES;
-        mbarrier_wait(&full[s], (t / STAGES) & 1);
+        const int64_t at = first + t;  // the tile's place in the ring's sequence
+        const int s = (int)(at % STAGES);
+        mbarrier_wait(&full[s], (int)(at / STAGES) & 1);
         const float *stage = stages + s * kStageFloats;
         const float *a_hi = stage + consumer * kWgRows * kBK, *a_lo = a_hi + kTileFloats;
         const float *b_hi = stage + 2 * kTileFloats, *b_lo = b_hi + kBPart;
@@ -194,6 +198,21 @@ cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t strea
  * whole 128-byte line); a quarter warp then stores 8 consecutive rows of one
  * chunk column, whose swizzled positions differ.
  *
+ * The grid is persistent: one block per SM, each taking the work items
+ * (output tiles of every product or split-K slice) gridDim.x apart, and the
+ * producers' copies run on from one item into the next while the consumers
+ * store the last one. A block per tile started each tile's pipeline empty and
+ * ended it with an epilogue that loaded nothing.
+ *
+ * The producers' instructions set the pace: two warps per SM sub-partition
+ * cannot hide their latencies, so the kernel ran at about 45 TFLOP/s whatever
+ * the shape, with a deeper raw ring changing nothing. Rung 9's copies work out
+ * and bounds-check every chunk's address on every tile (about 330 instructions
+ * a tile for each producer thread); a tile wholly inside both matrices instead
+ * takes one 16-byte copy per chunk from addresses start_item works out once
+ * per item, about 60 instructions. With that, 62-70 TFLOP/s
+ * (benchmarks/NOTES.md, "The direct path, persistent").
+ *
  * A first version loaded each tile into registers, one tile ahead: correct,
  * but the producer waited out a load's latency every tile and ran the whole
  * kernel at 31-33 TFLOP/s whatever the shape (benchmarks/NOTES.md). */
@@ -206,7 +225,7 @@ static_assert(kDirectProducers * kDirectProducerRegisters + kConsumerThreads * k
                   kDirectThreads * 128,
               "the block starts with 128 registers a thread (__launch_bounds__(512, 1))");
 
-/* Shared memory: the operand stages and their barriers (start_block), then the raw ring. */
+/* Shared memory: the operand stages and their barriers (start_ring), then the raw ring. */
 template <int BN>
 struct DirectLayout {
     static constexpr int kRawFloats = (kBM + BN) * kBK;  // raw A, then raw B
@@ -261,52 +280,115 @@ __device__ __forceinline__ void split_tile(const float *raw, float *hi, float *l
 }
 
 /* A_TRANS, B_TRANS: ladder.h's transpose flags (a column-major A has m, not
- * k, contiguous; a column-major B has k contiguous). */
+ * k, contiguous; a column-major B has k contiguous). `items`: the output tiles
+ * of all the slices or products (work_item numbers them). */
 template <int BN, bool A_TRANS, bool B_TRANS>
-__global__ void __launch_bounds__(kDirectThreads, 1) wgmma_tf32x3_direct_kernel(fsg_gemm problem, fsg_batch batch) {
+__global__ void __launch_bounds__(kDirectThreads, 1)
+    wgmma_tf32x3_direct_kernel(fsg_gemm problem, fsg_batch batch, int64_t items) {
     using Shape = BlockShape<BN>;
     using Layout = DirectLayout<BN>;
     constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
-    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (hopper/pipeline.cuh)
-    const int count = (int)ceil_div(g.k, kBK);
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
-    // operand stages: [kDirectStages][A hi, A lo, B hi, B lo]; full completes on every producer thread's arrival
-    const auto [stages, full, empty, tile_m, tile_n] =
-        start_block<kDirectStages, kStageFloats, kBM, BN, kDirectProducers>(smem, g);
+    const auto [stages, full, empty] = start_ring<kDirectStages, kStageFloats, kDirectProducers>(smem);
+    const int tiles_m = (int)ceil_div(problem.m, kBM), tiles_n = (int)ceil_div(problem.n, BN);
     const int tid = threadIdx.x;
+    auto depth_tiles = [&](int64_t z) { return (int)ceil_div(slice_or_product(problem, batch, z).k, kBK); };
 
     if (tid < kDirectProducers) {
         registers_down<kDirectProducerRegisters>();
         float *raw = reinterpret_cast<float *>(reinterpret_cast<char *>(smem) + Layout::kRawOffset);
-        const bool a_vec = aligned16(g.a, g.lda), b_vec = aligned16(g.b, g.ldb);
-        const int64_t row0 = (int64_t)tile_m * kBM, col0 = (int64_t)tile_n * BN;
-        // Tile t's raw copies into raw stage t % kRawStages, each operand as it lies in its matrix.
-        auto fetch = [&](int t) {
-            float *raw_a = raw + (t % kRawStages) * Layout::kRawFloats, *raw_b = raw_a + kBM * kBK;
-            const int64_t k0 = (int64_t)t * kBK;
+        int64_t total = 0;  // the k-tiles of all this block's items, one after another through both rings
+        for (int64_t i = blockIdx.x; i < items; i += gridDim.x) total += depth_tiles(work_item(i, tiles_m, tiles_n).z);
+        // The copies run kRawStages - 1 tiles ahead of the split, from one item into the next: `next` is the item
+        // and k-tile they fetch next.
+        using TileA = Vec4Tile<kBM, kBK, kDirectProducers, A_TRANS>;
+        using TileB = Vec4Tile<kBK, BN, kDirectProducers, B_TRANS>;
+        struct Cursor {
+            int64_t item;
+            const float *a, *b;
+            int64_t k, row0, col0;
+            int t, count;
+            bool interior;  // the whole tile inside both matrices, both 16-byte aligned
+            const float *a_chunk[TileA::kPerThread], *b_chunk[TileB::kPerThread];  // this thread's chunks at k = 0
+        } next;
+        // Where a ROWS x COLS tile's chunk (r, c) at (row0, col0) starts in its matrix (copy_tile_async's address).
+        auto chunk_at = [](const float *p, int64_t ld, bool trans, int64_t row0, int64_t col0, int r, int c) {
+            return p + (trans ? (col0 + c) * ld + row0 + r : (row0 + r) * ld + col0 + c);
+        };
+        auto start_item = [&](int64_t item) {
+            next.item = item;
+            next.t = 0;
+            if (item >= items) return;
+            const WorkItem w = work_item(item, tiles_m, tiles_n);
+            const fsg_gemm g = slice_or_product(problem, batch, w.z);
+            next.a = g.a, next.b = g.b, next.k = g.k;
+            next.row0 = (int64_t)w.tile_m * kBM, next.col0 = (int64_t)w.tile_n * BN;
+            next.count = (int)ceil_div(g.k, kBK);
+            next.interior = next.row0 + kBM <= problem.m && next.col0 + BN <= problem.n &&
+                            aligned16(g.a, problem.lda) && aligned16(g.b, problem.ldb);
+#pragma unroll
+            for (int i = 0; i < TileA::kPerThread; ++i) {
+                int r, c;
+                TileA::chunk(tid, i, r, c);
+                next.a_chunk[i] = chunk_at(g.a, problem.lda, A_TRANS, next.row0, 0, r, c);
+            }
+#pragma unroll
+            for (int i = 0; i < TileB::kPerThread; ++i) {
+                int r, c;
+                TileB::chunk(tid, i, r, c);
+                next.b_chunk[i] = chunk_at(g.b, problem.ldb, B_TRANS, 0, next.col0, r, c);
+            }
+        };
+        start_item(blockIdx.x);
+        auto fetch_next = [&](int64_t q) {  // into raw stage q % kRawStages
+            float *raw_a = raw + (int)(q % kRawStages) * Layout::kRawFloats, *raw_b = raw_a + kBM * kBK;
+            const int64_t k0 = (int64_t)next.t * kBK;
             auto to_a = [&](int r, int c) { return A_TRANS ? raw_a + c * kBM + r : raw_a + r * kBK + c; };
             auto to_b = [&](int r, int c) { return B_TRANS ? raw_b + c * kBK + r : raw_b + r * BN + c; };
-            constexpr int kP = kDirectProducers;
-            if (a_vec) copy_tile_async<kBM, kBK, kP, A_TRANS, true, int64_t>(g.a, g.lda, g.m, g.k, row0, k0, tid, to_a);
-            else copy_tile_async<kBM, kBK, kP, A_TRANS, false, int64_t>(g.a, g.lda, g.m, g.k, row0, k0, tid, to_a);
-            if (b_vec) copy_tile_async<kBK, BN, kP, B_TRANS, true, int64_t>(g.b, g.ldb, g.k, g.n, k0, col0, tid, to_b);
-            else copy_tile_async<kBK, BN, kP, B_TRANS, false, int64_t>(g.b, g.ldb, g.k, g.n, k0, col0, tid, to_b);
-        };
-        // Fill all raw stages but one; a commit per stage, even an empty one, keeps the group count uniform.
+            const int64_t lda = problem.lda, ldb = problem.ldb;
+            if (next.interior && k0 + kBK <= next.k) {
+                // Inside both matrices: one 16-byte copy per chunk, from addresses start_item worked out.
+                const int64_t a_k = A_TRANS ? k0 * lda : k0, b_k = B_TRANS ? k0 : k0 * ldb;
 #pragma unroll
-        for (int t = 0; t < kRawStages - 1; ++t) {
-            if (t < count) fetch(t);
+                for (int i = 0; i < TileA::kPerThread; ++i) {
+                    int r, c;
+                    TileA::chunk(tid, i, r, c);
+                    cp_async16(to_a(r, c), next.a_chunk[i] + a_k, 16);
+                }
+#pragma unroll
+                for (int i = 0; i < TileB::kPerThread; ++i) {
+                    int r, c;
+                    TileB::chunk(tid, i, r, c);
+                    cp_async16(to_b(r, c), next.b_chunk[i] + b_k, 16);
+                }
+            } else {  // at an edge, or unaligned: rung 9's copies, which check every chunk and zero-fill
+                constexpr int kP = kDirectProducers;
+                const int64_t m = problem.m, n = problem.n, k = next.k, row0 = next.row0, col0 = next.col0;
+                if (aligned16(next.a, lda))
+                    copy_tile_async<kBM, kBK, kP, A_TRANS, true, int64_t>(next.a, lda, m, k, row0, k0, tid, to_a);
+                else
+                    copy_tile_async<kBM, kBK, kP, A_TRANS, false, int64_t>(next.a, lda, m, k, row0, k0, tid, to_a);
+                if (aligned16(next.b, ldb))
+                    copy_tile_async<kBK, BN, kP, B_TRANS, true, int64_t>(next.b, ldb, k, n, k0, col0, tid, to_b);
+                else
+                    copy_tile_async<kBK, BN, kP, B_TRANS, false, int64_t>(next.b, ldb, k, n, k0, col0, tid, to_b);
+            }
+            if (++next.t == next.count) start_item(next.item + gridDim.x);
+        };
+#pragma unroll
+        for (int q = 0; q < kRawStages - 1; ++q) {
+            if (q < total) fetch_next(q);
             cp_async_commit();
         }
-        for (int t = 0; t < count; ++t) {
+        for (int64_t t = 0; t < total; ++t) {
             producer_sync();  // everyone has split tile t - 1: its raw stage may be refilled
-            if (t + kRawStages - 1 < count) fetch(t + kRawStages - 1);
+            if (t + kRawStages - 1 < total) fetch_next(t + kRawStages - 1);
             cp_async_commit();
             cp_async_wait<kRawStages - 1>();  // this thread's copies of tile t have landed...
             producer_sync();                  // ...and everyone's
-            const int s = t % kDirectStages;
-            if (t >= kDirectStages) mbarrier_wait(&empty[s], (t / kDirectStages - 1) & 1);  // its last tile is read
-            const float *raw_a = raw + (t % kRawStages) * Layout::kRawFloats, *raw_b = raw_a + kBM * kBK;
+            const int s = (int)(t % kDirectStages);
+            if (t >= kDirectStages) mbarrier_wait(&empty[s], (int)(t / kDirectStages - 1) & 1);  // its last tile is read
+            const float *raw_a = raw + (int)(t % kRawStages) * Layout::kRawFloats, *raw_b = raw_a + kBM * kBK;
             float *stage = stages + s * kStageFloats;
             split_tile<kBM, !A_TRANS>(raw_a, stage, stage + kTileFloats, tid);
             split_tile<BN, B_TRANS>(raw_b, stage + 2 * kTileFloats, stage + 2 * kTileFloats + kBPart, tid);
@@ -315,21 +397,34 @@ __global__ void __launch_bounds__(kDirectThreads, 1) wgmma_tf32x3_direct_kernel(
         }
     } else {
         registers_up<kDirectConsumerRegisters>();
-        consume_stages<BN, kDirectStages, kDirectProducers / 128>(g, stages, full, empty, count, tile_m, tile_n);
+        int64_t first = 0;  // where this item's tiles start in the ring's sequence
+        for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+            const WorkItem w = work_item(i, tiles_m, tiles_n);
+            const fsg_gemm g = slice_or_product(problem, batch, w.z);
+            const int count = (int)ceil_div(g.k, kBK);
+            consume_stages<BN, kDirectStages, kDirectProducers / 128>(g, stages, full, empty, count, w.tile_m,
+                                                                       w.tile_n, first);
+            first += count;
+        }
     }
 }
 
-/* The direct path's launcher: one block per 128 x BN tile on grid x, split-K
- * slices or a batch's products on grid z. *launched stays false (the mma.sync
- * path then runs) for k == 0 and for grids past grid x's or z's limit. */
+/* The direct path's launcher: a block per SM (or per work item, where there are fewer), each taking the output
+ * tiles of every split-K slice or product gridDim.x apart. *launched stays false (the mma.sync path then runs)
+ * for k == 0, more tiles than an int holds, or a batch past kFsgMaxBatch. */
 template <int BN>
 cudaError_t launch_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     const int64_t tiles = ceil_div(g->m, kBM) * ceil_div(g->n, BN);
     *launched = g->k > 0 && tiles <= INT32_MAX && batch.count <= kFsgMaxBatch;
     if (!*launched) return cudaSuccess;
-    const dim3 grid((unsigned)tiles, 1, grid_z(*g, batch));
+    int device, sms;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    const int64_t items = tiles * grid_z(*g, batch);
+    const dim3 grid((unsigned)(items < sms ? items : sms));
     const size_t smem = DirectLayout<BN>::kSmemBytes;
-    auto run = [&](auto kernel) { launch_with_smem(kernel, grid, kDirectThreads, smem, stream, *g, batch); };
+    auto run = [&](auto kernel) { launch_with_smem(kernel, grid, kDirectThreads, smem, stream, *g, batch, items); };
     if (g->a_trans) {
         if (g->b_trans) run(wgmma_tf32x3_direct_kernel<BN, true, true>);
         else run(wgmma_tf32x3_direct_kernel<BN, true, false>);
@@ -377,6 +472,7 @@ extern "C" cudaError_t fsg_tf32x3_direct_batch_sgemm(const fsg_gemm *g, const fs
     return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch_direct<64>,
                                             fsg_tf32x3_mma_sgemm);
 }
+
 #endif
 
 #endif /* FASTSGEMM_LADDER_15_TF32X3 */
