@@ -1,6 +1,6 @@
 """Batched products against torch.matmul in FP32 (TF32 off), in one run on one GPU.
 
-    python benchmarks/batched.py --out benchmarks/results/batched-h100.json
+    python benchmarks/batched.py --out benchmarks/results/batched-h200.json
 
 For each stack shape, fastsgemm.matmul (auto, and the kernels named with --kernels) and torch.matmul take
 the same random CUDA tensors. Each call is timed with a pair of CUDA events around it (so host time that
@@ -9,6 +9,7 @@ torch's median over fastsgemm's. Each result is checked once against float64 on 
 """
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -48,7 +49,8 @@ def relative_error(result, a, b):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernels", nargs="*", default=["tf32x3", "tf32x3:128x64", "tf32x3:direct", "cublas"])
+    parser.add_argument("--kernels", nargs="*", default=["tf32x3", "tf32x3:128x64", "tf32x3:direct", "tf32x3_regs",
+                                                           "tf32x3_regs:4steps", "cublas"])
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--out", type=Path)
@@ -76,9 +78,9 @@ def main(argv=None):
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     except OSError:
-        commit = ""
+        commit = ""  # FASTSGEMM_COMMIT names it where the checkout's .git is not the code's (a copy on another machine)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
-            "git_commit": commit, "repeats": args.repeats, "warmup": args.warmup,
+            "git_commit": os.environ.get("FASTSGEMM_COMMIT") or commit, "repeats": args.repeats, "warmup": args.warmup,
             "timing": "CUDA events around each call, median; torch.matmul with TF32 off"}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

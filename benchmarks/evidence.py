@@ -63,6 +63,8 @@ EVIDENCE = {
     "tf32x3": ("smsp__inst_executed_pipe_tensor_op_gmma.sum|sm__inst_executed_pipe_tensor_op_gmma.sum|"
                "smsp__inst_executed_pipe_tensor.sum", "HGMMA (wgmma) instructions",
                "triples against tf32: three products per k-step"),
+    "tf32x3_regs": ("dram__bytes_read.sum", "bytes the GEMM kernel reads from DRAM",
+                    "falls against tf32x3: A arrives raw (4 bytes an element), not packed as hi and lo (8)"),
 }
 # The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
 # which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma).

@@ -116,8 +116,64 @@ def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_
     assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
-@pytest.mark.parametrize("kernel, parts", [("tf32x3", 2), ("tf32", 1)])
-def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, rng):
+# tf32x3_regs reads A raw by tensor copies where it can (row-major, 16-byte aligned, lda a multiple of 4) and runs
+# tf32x3 where it cannot: its shapes cover both, an edge in every dimension, and a long K in slices.
+REGS_SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000), (1, 300, 4), (300, 1, 36)]
+
+
+@pytest.mark.parametrize("kernel", ["tf32x3_regs", "tf32x3_regs:4steps"])
+@pytest.mark.parametrize("m,n,k", REGS_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in REGS_SHAPES])
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES,
+                         ids=[f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES])
+def test_a_split_in_registers_equals_the_packed_path_bit_for_bit(kernel, m, n, k, trans_a, trans_b, rng):
+    """tf32x3_regs splits A in the consumers' registers where tf32x3 packs it first; the split, the tiles and the
+    order of the sums are the same, so the two must agree bit for bit on Hopper, also with alpha and beta. A
+    wrong register layout of A, a k-tile read from the wrong place, or garbage past an edge where the tensor copy
+    should have brought zeros would each show here."""
+    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    a = fastsgemm.to_device(np.ascontiguousarray(A.T) if trans_a else A)
+    b = fastsgemm.to_device(np.ascontiguousarray(B.T) if trans_b else B)
+    lda, ldb = (m if trans_a else k), (k if trans_b else n)
+    results = {}
+    for name in (kernel, "tf32x3"):
+        out = fastsgemm.to_device(C)
+        fastsgemm.sgemm_raw(m, n, k, 1.5, a.ptr, lda, b.ptr, ldb, -0.5, out.ptr, n, kernel=name,
+                            trans_a=trans_a, trans_b=trans_b)
+        results[name] = out.numpy()
+    mine, packed = results[kernel], results["tf32x3"]
+    assert not np.isnan(mine).any()
+    mismatches = np.argwhere(mine != packed)
+    assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
+    exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)
+    assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+
+
+@pytest.mark.parametrize("kernel", ["tf32x3_regs", "tf32x3_regs:4steps"])
+def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, rng):
+    """A stack on tf32x3_regs: each product's own A through the tensor map's third dimension, a shared A (the
+    products' B and results side by side do not fold into one product when B's stack is every other matrix), and
+    a stack step that is no multiple of 4 floats (tf32x3 runs it): bit for bit tf32x3's."""
+    torch = pytest.importorskip("torch")
+    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    cases = {
+        "own A": (torch.randn(6, 130, 100, device="cuda"), torch.randn(6, 100, 70, device="cuda")),
+        "shared A": (torch.randn(130, 100, device="cuda"), torch.randn(12, 100, 70, device="cuda")[::2]),
+        "odd step": (torch.randn(5 * 2950, device="cuda").as_strided((5, 67, 43), (2950, 44, 1)),
+                     torch.randn(5, 43, 45, device="cuda")),
+    }
+    for what, (a, b) in cases.items():
+        mine, packed = fastsgemm.matmul(a, b, kernel=kernel), fastsgemm.matmul(a, b, kernel="tf32x3")
+        assert torch.equal(mine, packed), f"{kernel}, {what}: differs from tf32x3"
+        expected = torch.matmul(a.double(), b.double())
+        assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
+
+
+@pytest.mark.parametrize("kernel, parts, packs_a", [("tf32x3", 2, True), ("tf32", 1, True),
+                                                    ("tf32x3_regs", 2, False)])
+def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, packs_a, rng):
     """Packed operands larger than what the workspace pool keeps between calls (a 64th of the GPU's memory,
     kernels/support/workspace_pool.c) are packed and multiplied in K panels, each adding onto D
     (kernels/hopper/pack.cuh): checked for the product, for alpha and beta with C, and for C updated in place.
@@ -126,7 +182,8 @@ def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, rn
 
     m, n = 2048, 2048
     keeps = fastsgemm.device_info()["total_memory_bytes"] // 64
-    k = int(1.6 * keeps / (4 * parts * (m + n))) // 32 * 32 + 5
+    packed_rows = m + n if packs_a else n  # tf32x3_regs packs B only, and reads each panel's A at its own k
+    k = int(1.6 * keeps / (4 * parts * packed_rows)) // 32 * 32 + 5
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     rows = np.r_[0:16, m - 16:m]
     exact = A[rows].astype(np.float64) @ B.astype(np.float64)

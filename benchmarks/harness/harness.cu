@@ -45,12 +45,17 @@ int main(int argc, char **argv) {
         {"64x256^3 Bt", 64, 256, 256, 256, false, false, true},
         {"100x200x150x300", 100, 200, 150, 300, false, false, false},
         {"3x1000x999x77", 3, 1000, 999, 77, false, true, true},
+        {"3x1000x999x77 rows", 3, 1000, 999, 77, false, false, false},
+        {"1x32768x1024^2", 1, 32768, 1024, 1024, false, false, false},
+        {"1x8192^3", 1, 8192, 8192, 8192, false, false, false},
     };
     struct L { const char *name; fsg_batch_launcher f; };
     std::vector<L> ls = {
         {"tf32x3", fsg_tf32x3_batch_sgemm},
         {"tf32x3:128x64", fsg_tf32x3_128x64_batch_sgemm},
         {"direct", fsg_tf32x3_direct_batch_sgemm},
+        {"regs", fsg_tf32x3_regs_batch_sgemm},
+        {"regs:4steps", fsg_tf32x3_regs_4steps_batch_sgemm},
         {"cublas-fp32", cublas_batch},
     };
     cudaStream_t stream; CK(cudaStreamCreate(&stream));
@@ -92,6 +97,7 @@ int main(int argc, char **argv) {
                 }
         }
         const bool is_cublas_ok = !c.a_trans && !c.b_trans;
+        std::vector<float> first;  // tf32x3's result (the first launcher), to which the regs variants must be equal bit for bit
         for (const L &l : ls) {
             if (!strcmp(l.name, "cublas-fp32") && !is_cublas_ok) continue;
             if (which && strcmp(which, l.name)) continue;
@@ -114,6 +120,12 @@ int main(int argc, char **argv) {
             }
             int bad = 0;
             for (int64_t e = 0; e < nd; ++e) if (!std::isfinite(hd[e])) { bad++; }
+            int64_t differ = -1;  // elements that differ from tf32x3's, bit for bit (-1: not compared)
+            if (!strcmp(l.name, "tf32x3")) first = hd;
+            else if (!strncmp(l.name, "regs", 4) && first.size() == hd.size()) {
+                differ = 0;
+                for (int64_t e = 0; e < nd; ++e) differ += memcmp(&hd[e], &first[e], sizeof(float)) != 0;
+            }
             for (int w = 0; w < 3; ++w) CK(l.f(&g, &bt, stream));
             std::vector<float> ts;
             for (int r = 0; r < reps; ++r) {
@@ -126,7 +138,7 @@ int main(int argc, char **argv) {
             std::sort(ts.begin(), ts.end());
             double med = ts[ts.size() / 2];
             double tf = 2.0 * c.batch * c.m * c.n * c.k / (med * 1e-3) / 1e12;
-            fflush(stdout); printf("%-18s %-14s %9.1f us %7.1f TFLOP/s  err(|ab|-rel) %.2e  nonfinite %d\n", c.name, l.name, med * 1e3, tf, worst, bad);
+            fflush(stdout); printf("%-18s %-14s %9.1f us %7.1f TFLOP/s  err(|ab|-rel) %.2e  nonfinite %d  differ-from-tf32x3 %lld\n", c.name, l.name, med * 1e3, tf, worst, bad, (long long)differ);
         }
         cudaFree(da); cudaFree(db); cudaFree(dd);
     }

@@ -1,7 +1,8 @@
 /*
  * hopper/ptx.cuh: the Hopper (sm_90a) instructions the wgmma rungs (14 tf32,
- * 15 tf32x3) are built from, each wrapped once: wgmma and its shared-memory
- * descriptors, mbarriers, bulk copies, setmaxnreg, the TF32 conversion. Only
+ * 15 tf32x3, 16 tf32x3_regs) are built from, each wrapped once: wgmma (A from
+ * shared memory or registers) and its shared-memory descriptors, mbarriers,
+ * bulk and tensor copies, setmaxnreg, the TF32 conversion. Only
  * files compiled for sm_90a may include it (setup.py's FILE_ARCHS).
  *
  * Operand layout: wgmma takes TF32 operands only K-major (rows of A and of
@@ -39,6 +40,17 @@ __device__ __forceinline__ uint64_t descriptor(const float *smem) {
     return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(kAtomBytes >> 4) << 32) | (1ull << 62);
 }
 
+/* The 64 accumulators of an m64n128 wgmma as inline-assembly operands %0 .. %63, read and written. */
+#define FSG_WGMMA_ACCUMULATORS_64(d)                                                                              \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),    \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),     \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),    \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),    \
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),    \
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),    \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),    \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
 /* d (+)= A * B for a 64 x 128 x 8 tile: A from descriptor a, B^T from b. With
  * accumulate == 0 the old d is ignored. */
 __device__ __forceinline__ void wgmma_64x128x8(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
@@ -49,14 +61,7 @@ __device__ __forceinline__ void wgmma_64x128x8(float (&d)[64], uint64_t a, uint6
         "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
         "%64, %65, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : FSG_WGMMA_ACCUMULATORS_64(d)
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
@@ -82,6 +87,25 @@ __device__ __forceinline__ void wgmma_64xNx8(float (&d)[32], uint64_t a, uint64_
     wgmma_64x64x8(d, a, b, accumulate);
 }
 
+/* d (+)= A * B for a 64 x 128 x 8 tile with A from registers (rung 16): a
+ * thread's a[4] is its fragment of the warpgroup's 64 x 8 A, laid out as
+ * mma.sync's m16n8k8 A per warp (warp w takes rows 16 w .. 16 w + 15; lane l
+ * holds rows l / 4 and l / 4 + 8 at k = l % 4 and l % 4 + 4:
+ * a[0] (r, k), a[1] (r + 8, k), a[2] (r, k + 4), a[3] (r + 8, k + 4)).
+ * The instruction runs asynchronously and reads a[] while it runs: the caller
+ * keeps them unchanged until its wgmma_wait (touch_registers). */
+__device__ __forceinline__ void wgmma_64x128x8_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : FSG_WGMMA_ACCUMULATORS_64(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 /* Waits until at most N committed wgmma groups of this warpgroup are still running. */
@@ -93,6 +117,15 @@ template <int SIZE>
 __device__ __forceinline__ void touch(float (&d)[SIZE]) {
 #pragma unroll
     for (int i = 0; i < SIZE; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Keeps registers an asynchronous wgmma reads (its A fragment) alive and
+ * unchanged up to this point: the compiler sees them used here, after the
+ * caller's wgmma_wait, and so cannot give them to other values before. */
+template <int SIZE>
+__device__ __forceinline__ void touch_registers(uint32_t (&r)[SIZE]) {
+#pragma unroll
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
 /* mbarriers in shared memory: a phase completes when `count` arrivals have
@@ -169,6 +202,18 @@ __device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t
                      smem_address(dst)),
                  "l"(src), "r"(bytes), "r"(smem_address(bar))
                  : "memory");
+}
+
+/* A box of a 3-D tensor (a tensor map made on the host, passed as a
+ * __grid_constant__ kernel parameter) from global to shared memory by the
+ * copy engine, at element coordinates (x, y, z), x the contiguous one;
+ * elements outside the tensor arrive as zeros. Completes on bar. */
+__device__ __forceinline__ void tensor_load_3d(float *dst, const void *map, int x, int y, int z, uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(smem_address(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_address(bar))
+        : "memory");
 }
 
 }  // namespace hopper

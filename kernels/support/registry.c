@@ -43,6 +43,12 @@ static const fsg_config tf32x3_configs[] = {
      fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_direct_batch_sgemm},
 };
 
+static const fsg_config tf32x3_regs_configs[] = {
+    {"4steps", "A's fragments of all four k-steps of a tile held at once: one wgmma wait per k-tile, not two "
+     "(tf32x3 where A cannot be read by tensor copies; tf32x3_mma where wgmma is not had)",
+     fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm},
+};
+
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
 
 const fsg_rung fsg_rungs[] = {
@@ -232,6 +238,21 @@ const fsg_rung fsg_rungs[] = {
         FILL(128, 128, 1),
         CONFIGS(tf32x3_configs),
         .launch_batch = fsg_tf32x3_batch_sgemm,
+    },
+    {
+        .number = 16,
+        .name = "tf32x3_regs",
+        .idea = "rung 15 with A split in the consumers' registers, read raw by tensor copies: only B is packed "
+                "(tf32x3 where A cannot be read so; tf32x3_mma where wgmma is not had)",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/ladder/16_tf32x3_regs.cu",
+        .launch = fsg_tf32x3_regs_sgemm,
+        .sass = "HGMMA",
+        .precision = "fp32",
+        .max_dim = GRID_Y_LIMIT(64),
+        FILL(128, 128, 1),
+        CONFIGS(tf32x3_regs_configs),
+        .launch_batch = fsg_tf32x3_regs_batch_sgemm,
     },
     {
         .number = -1,

@@ -1,0 +1,271 @@
+/*
+ * Rung 16, tf32x3_regs: rung 15's three products with A split in the
+ * consumers' registers, so that only B is packed.
+ *
+ * Built for sm_90a only (setup.py's FILE_ARCHS): on other devices the
+ * launcher runs rung 13 (tf32x3_mma), as rung 15's does.
+ *
+ * The idea. Rung 15's pack pass reads A and B and writes hi and lo of both:
+ * (MK + KN) x 12 bytes through DRAM before the GEMM starts. Only B has to be
+ * in shared memory for wgmma; A may come from registers. So here the copy
+ * engine brings A's tiles raw, in FP32, and each consumer thread loads its own
+ * fragment of them, splits it into hi and lo with the same two roundings as
+ * the pack pass, and hands both to wgmma from registers. Only B is packed:
+ * KN x 12 bytes. Where A is the large operand that is most of the pack pass:
+ * a stack of 32 products (1024 x 1024) @ (1024 x 1024) with B shared runs as
+ * one 32768 x 1024 x 1024 product, whose A is 128 MiB and its B 4 MiB.
+ *
+ * The change from rung 15:
+ *   - A's k-tile arrives by one tensor copy (cp.async.bulk.tensor) from the
+ *     caller's matrix: a 128 x 32 box of FP32 in the same 128-byte swizzle
+ *     as a packed tile, zeros outside the matrix (the tensor map, made on the
+ *     host, gives the copy engine the shape and strides; no edge code).
+ *   - A stage holds raw A (16 KiB) and packed B hi and lo (32 KiB): 48 KiB
+ *     against rung 15's 64, so the ring is four stages deep, not three.
+ *   - A consumer thread reads 16 values of A per k-tile (rows r and r + 8,
+ *     k = c and c + 4 of each k-step of 8, wgmma's register layout). The
+ *     swizzle puts the 8 rows a quarter warp reads in 8 different 16-byte
+ *     chunks of their 128-byte rows: no bank conflicts.
+ *   - The products, the order of the sums and the split are rung 15's, so
+ *     the result is the same, bit for bit (tests/test_tensorcore.py).
+ *
+ * Tile parameters: 128 x 128 x 32 block tile, as rung 15's own configuration: each consumer
+ * warpgroup owns 64 rows and keeps 192 accumulators a thread (the main term's running sum, this tile's main
+ * term, the corrections) plus A's fragment registers, hi and lo of two k-steps at a time (16): within the 232
+ * registers a thread that the block can give, where four k-steps at once spilled.
+ *
+ * Limits: the tensor copy needs A row-major (k contiguous), 16-byte aligned,
+ * with lda and a batch's step a multiple of 4 floats. Anything else runs
+ * rung 15 (the same numbers, bit for bit); so does a call whose B workspace
+ * cannot be had, and tf32x3_mma runs where wgmma cannot. A batch runs as
+ * rung 15's: products on grid z, every product's B packed in one pass, a
+ * shared B once. A workspace of 2 n k floats.
+ *
+ * Next: B still passes through DRAM three times (read, packed, read back).
+ * Splitting B inside the GEMM as well would take the pack pass away, but the
+ * split of a shared-memory operand needs a pass over shared memory that
+ * rung 15's direct path showed to set the pace.
+ */
+#ifndef FASTSGEMM_LADDER_16_TF32X3_REGS
+#define FASTSGEMM_LADDER_16_TF32X3_REGS
+
+#include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
+
+#include "ladder/15_tf32x3.cu"  // and through it rungs 13-14: the split, the sum, the pipeline, the pack pass
+
+namespace fsg {
+namespace hopper {
+namespace tf32x3_regs {
+
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 128;  // block tile: one tensor box of A, one packed tile of B
+static_assert(kBN == kPackRows, "B's block tile is one packed tile");
+constexpr int kAFloats = kBM * kBK;                       // raw A: 128 rows x 32 k, FP32, 16 KiB
+constexpr int kStageFloats = kAFloats + 2 * kTileFloats;  // raw A, B hi, B lo: 48 KiB
+constexpr int kStages = 4;
+constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
+constexpr int kKSteps = kBK / 8;  // wgmma k-steps of 8 per k-tile
+constexpr int kStepsAtOnce = 2;   // k-steps whose A fragments are held at once (below)
+static_assert(kKSteps % kStepsAtOnce == 0, "whole groups of k-steps per k-tile");
+static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
+
+// ---- kernel ----
+/* D = alpha A B + beta C: A's k-tiles by tensor copies from the caller's
+ * matrix (a_map: x = k, y = row of A, z = product), B's from the packed B.
+ * The block's split-K slice takes its own run of k-tiles; a batch's product
+ * its own A (z, where A is not shared), packed B (step_b) and D. a_k_tile0:
+ * where this call's K starts in A's tensor map, in k-tiles (a K panel of
+ * with_packed_operands starts past 0). */
+template <int STEPS_AT_ONCE = kStepsAtOnce>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tf32x3_regs_kernel(const __grid_constant__ CUtensorMap a_map, fsg_gemm problem, fsg_batch batch,
+                             const float *packed_b, int tiles_k, int64_t step_b, int a_k_tile0) {
+    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product
+    packed_b += blockIdx.z * step_b;                          // step_b is 0 but in a batch
+    const SliceTiles slice = slice_tiles(problem, tiles_k);
+    extern __shared__ __align__(1024) float4 smem[];  // the tensor copy's 128-byte swizzle wants 1024-byte alignment
+    // stages: [kStages][raw A, B hi, B lo]
+    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
+    const int tid = threadIdx.x, warpgroup = tid / 128;
+
+    if (warpgroup == 0) {
+        // Producer: one thread, a tensor copy of A and a bulk copy of B's hi and lo per stage.
+        registers_down<kProducerRegisters>();
+        if (tid == 0) {
+            const float *b = packed_b + ((int64_t)tile_n * tiles_k + slice.first) * 2 * kTileFloats;
+            const int a_row = tile_m * kBM, a_product = batch.count > 1 && batch.step_a != 0 ? (int)blockIdx.z : 0;
+            const int a_k_tile = a_k_tile0 + slice.first;
+            auto copy = [&](int t, float *stage, uint64_t *bar) {
+                tensor_load_3d(stage, &a_map, (a_k_tile + t) * kBK, a_row, a_product, bar);
+                bulk_load(stage + kAFloats, b + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, bar);
+            };
+            produce_stages<kStages, kStageFloats>(stages, full, empty, slice.count, copy);
+        }
+    } else {
+        registers_up<kConsumerRegisters>();
+        const int consumer = warpgroup - 1, warp = (tid % 128) / 32, lane = tid % 32;
+        // This thread's rows of A (and of wgmma's A fragment): row and row + 8; its k: col and col + 4 of each k-step.
+        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;
+        float corr[64] = {};  // the corrections, summed by the tensor core
+        float main[64] = {};  // the main term's running sum (FADD), as rung 15
+        float part[64];       // this tile's main term, out of the tensor core
+        for (int t = 0; t < slice.count; ++t) {
+            const int s = t % kStages;
+            mbarrier_wait(&full[s], (t / kStages) & 1);
+            const float *a = stages + s * kStageFloats;
+            const float *b_hi = a + kAFloats, *b_lo = b_hi + kTileFloats;
+            const float *a_row = a + row * kBK + col;  // this thread's row of the tile, at its k in chunk 0
+            int swizzle = (row % 8) * 4;               // the 128-byte swizzle's XOR on the row's float offsets
+            asm volatile("" : "+r"(swizzle));          // made here, each tile: not hoisted into a live register
+            // Two half tiles of two k-steps each: all four k-steps' fragments (32 registers) on top of the 192
+            // accumulators spilled to local memory inside the loop (ptxas -v: 72 bytes). While this warpgroup
+            // splits its second half, the other consumer's wgmmas keep the tensor cores busy.
+#pragma unroll
+            for (int half = 0; half < kKSteps / STEPS_AT_ONCE; ++half) {
+                // The split of rung 15's pack pass, on this thread's fragment: a_hi + a_lo = A, both TF32.
+                uint32_t a_hi[STEPS_AT_ONCE][4], a_lo[STEPS_AT_ONCE][4];
+#pragma unroll
+                for (int j = 0; j < STEPS_AT_ONCE; ++j)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        // Element (row + 8 (i % 2), k) of the swizzled tile (operand_offset): k = 8 ks + col + 4 (i / 2)
+                        // lies in chunk 2 ks + i / 2 of its row, at chunk position (2 ks + i / 2) ^ (row % 8), the
+                        // same for row + 8. One XOR and an add a value, worked out here rather than 8 addresses
+                        // kept across the loop: those were what spilled.
+                        const int chunk = 2 * (half * STEPS_AT_ONCE + j) + i / 2;
+                        const float *at = a_row + ((chunk * 4) ^ swizzle) + (i % 2) * 8 * kBK;
+                        split_rn(*at, a_hi[j][i], a_lo[j][i]);
+                    }
+                wgmma_fence();  // the fragments' registers are written: wgmma may read them
+#pragma unroll
+                for (int j = 0; j < STEPS_AT_ONCE; ++j) {
+                    const int ks = half * STEPS_AT_ONCE + j;
+                    const uint64_t db = descriptor(b_hi + 8 * ks);
+                    wgmma_64x128x8_rs(part, a_hi[j], db, ks > 0);
+                    wgmma_64x128x8_rs(corr, a_lo[j], db, 1);
+                    wgmma_64x128x8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+                }
+                wgmma_commit();
+                wgmma_wait_all();
+                touch(corr);
+                touch(part);
+#pragma unroll
+                for (int j = 0; j < STEPS_AT_ONCE; ++j) {  // read by the wgmmas until the wait: not reused before it
+                    touch_registers(a_hi[j]);
+                    touch_registers(a_lo[j]);
+                }
+            }
+            mbarrier_arrive(&empty[s]);  // this stage's reads are done: the producer may refill it
+            // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
+#pragma unroll
+            for (int i = 0; i < 64; ++i) main[i] += part[i];
+        }
+        store_slice<kBN>(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * kBN,
+                         [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+    }
+}
+
+// ---- launcher ----
+using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled, found once through the runtime (the
+ * extension links no driver library); null where the driver lacks it. */
+inline EncodeTiled encode_tiled() {
+    static const EncodeTiled found = [] {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult status;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
+                cudaSuccess ||
+            status != cudaDriverEntryPointSuccess)
+            fn = nullptr;
+        (void)cudaGetLastError();  // a failed query is not the caller's error
+        return reinterpret_cast<EncodeTiled>(fn);
+    }();
+    return found;
+}
+
+/* A's tensor map: x = k (contiguous), y = row, z = product (one, where the
+ * products share A), boxes of 32 k x 128 rows in the 128-byte swizzle, zeros
+ * outside. False, and no map, where the copy engine cannot read A so: A
+ * column-major, an address or a stride it cannot take (16-byte multiples),
+ * or no encoder. */
+inline bool a_tensor_map(const fsg_gemm &g, const fsg_batch &batch, CUtensorMap *map) {
+    const bool own_a = batch.count > 1 && batch.step_a != 0;
+    if (g.a_trans || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 || g.lda % 4 != 0 ||
+        (own_a && batch.step_a % 4 != 0) || g.k > UINT32_MAX || g.m > UINT32_MAX)
+        return false;
+    const EncodeTiled encode = encode_tiled();
+    if (encode == nullptr) return false;
+    const cuuint64_t sizes[3] = {(cuuint64_t)g.k, (cuuint64_t)g.m, own_a ? (cuuint64_t)batch.count : 1};
+    const cuuint64_t row_bytes = (cuuint64_t)g.lda * sizeof(float);
+    const cuuint64_t strides[2] = {row_bytes, own_a ? (cuuint64_t)batch.step_a * sizeof(float) : row_bytes};
+    const cuuint32_t box[3] = {kBK, kBM, 1}, unit[3] = {1, 1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float *>(g.a), sizes, strides, box, unit,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* This rung on one product or a batch: B packed (hi and lo) by rung 15's pass,
+ * A read raw by tensor copies. *launched stays false where A cannot be read so
+ * (a_tensor_map) or the packed path declines (launch_on_packed's reasons). */
+template <int STEPS_AT_ONCE = kStepsAtOnce>
+cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    const int64_t tiles_m = ceil_div(g->m, kBM), tiles_n = ceil_div(g->n, kBN);
+    if (tiles_m * tiles_n > INT32_MAX || g->k_slice % kBK != 0 || batch.count > kFsgMaxBatch ||
+        ceil_div(g->k, kBK) > INT32_MAX / kBK)
+        return cudaSuccess;
+    CUtensorMap a_map;
+    if (!a_tensor_map(*g, batch, &a_map)) return cudaSuccess;
+    return with_packed_operands<2>(
+        *g, batch, 0, tiles_n, stream, launched,  // no row tiles of A: only B is packed
+        [&](const fsg_gemm &problem, const fsg_batch &products, const float *, const float *packed_b, int tiles_k,
+            int64_t, int64_t step_b) {
+            const int a_k_tile0 = (int)((problem.a - g->a) / kBK);  // the K panel's first k-tile
+            const dim3 grid((unsigned)(tiles_m * tiles_n), 1, grid_z(problem, products));
+            launch_with_smem(wgmma_tf32x3_regs_kernel<STEPS_AT_ONCE>, grid, kThreads, kSmemBytes, stream, a_map, problem,
+                             products, packed_b, tiles_k, step_b, a_k_tile0);
+        });
+}
+
+/* Where this rung declines, rung 15's own configuration: the same numbers. */
+template <int STEPS_AT_ONCE>
+cudaError_t launch_else_rung15(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    const cudaError_t err = launch<STEPS_AT_ONCE>(g, batch, stream, launched);
+    if (err != cudaSuccess || *launched) return err;
+    return tf32x3::launch<tf32x3::kBM>(g, batch, stream, launched);
+}
+
+}  // namespace tf32x3_regs
+}  // namespace hopper
+}  // namespace fsg
+
+// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
+extern "C" cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg_tf32x3_regs_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+/* A batch: the products on grid z, every product's B packed in one pass (a shared B once). */
+extern "C" cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    using fsg::hopper::tf32x3_regs::launch_else_rung15;
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_rung15<fsg::hopper::tf32x3_regs::kStepsAtOnce>,
+                                            fsg_tf32x3_mma_sgemm);
+}
+
+/* The fragments of all four k-steps at once: one wgmma wait per k-tile. */
+extern "C" cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg_tf32x3_regs_4steps_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+extern "C" cudaError_t fsg_tf32x3_regs_4steps_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch,
+                                                          cudaStream_t stream) {
+    using fsg::hopper::tf32x3_regs::launch_else_rung15;
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_rung15<fsg::hopper::tf32x3_regs::kKSteps>,
+                                            fsg_tf32x3_mma_sgemm);
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_16_TF32X3_REGS */
