@@ -121,15 +121,20 @@ def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_
 REGS_SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000), (1, 300, 4), (300, 1, 36)]
 
 
-@pytest.mark.parametrize("kernel", ["tf32x3_regs", "tf32x3_regs:4steps"])
+# Each configuration of tf32x3_regs, and the configuration of tf32x3 with the same tiles (and so the same split of
+# a long K into slices).
+REGS_PAIRS = [("tf32x3_regs", "tf32x3"), ("tf32x3_regs:4steps", "tf32x3"), ("tf32x3_regs:direct", "tf32x3:128x64")]
+
+
+@pytest.mark.parametrize("kernel,packed", REGS_PAIRS, ids=[k for k, _ in REGS_PAIRS])
 @pytest.mark.parametrize("m,n,k", REGS_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in REGS_SHAPES])
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES,
                          ids=[f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES])
-def test_a_split_in_registers_equals_the_packed_path_bit_for_bit(kernel, m, n, k, trans_a, trans_b, rng):
+def test_a_split_in_registers_equals_the_packed_path_bit_for_bit(kernel, packed, m, n, k, trans_a, trans_b, rng):
     """tf32x3_regs splits A in the consumers' registers where tf32x3 packs it first; the split, the tiles and the
     order of the sums are the same, so the two must agree bit for bit on Hopper, also with alpha and beta. A
-    wrong register layout of A, a k-tile read from the wrong place, or garbage past an edge where the tensor copy
-    should have brought zeros would each show here."""
+    wrong register layout of A, a k-tile read from the wrong place, a raw tile given back to the copies before it
+    was read, or garbage past an edge where zeros should have arrived would each show here."""
     if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
         pytest.skip("only compute capability 9.0 has the wgmma paths")
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
@@ -137,24 +142,25 @@ def test_a_split_in_registers_equals_the_packed_path_bit_for_bit(kernel, m, n, k
     b = fastsgemm.to_device(np.ascontiguousarray(B.T) if trans_b else B)
     lda, ldb = (m if trans_a else k), (k if trans_b else n)
     results = {}
-    for name in (kernel, "tf32x3"):
+    for name in (kernel, packed):
         out = fastsgemm.to_device(C)
         fastsgemm.sgemm_raw(m, n, k, 1.5, a.ptr, lda, b.ptr, ldb, -0.5, out.ptr, n, kernel=name,
                             trans_a=trans_a, trans_b=trans_b)
         results[name] = out.numpy()
-    mine, packed = results[kernel], results["tf32x3"]
+    mine = results[kernel]
     assert not np.isnan(mine).any()
-    mismatches = np.argwhere(mine != packed)
+    mismatches = np.argwhere(mine != results[packed])
     assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
     exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)
     assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
-@pytest.mark.parametrize("kernel", ["tf32x3_regs", "tf32x3_regs:4steps"])
-def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, rng):
+@pytest.mark.parametrize("kernel,packed", REGS_PAIRS, ids=[k for k, _ in REGS_PAIRS])
+def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, packed, rng):
     """A stack on tf32x3_regs: each product's own A through the tensor map's third dimension, a shared A (the
     products' B and results side by side do not fold into one product when B's stack is every other matrix), and
-    a stack step that is no multiple of 4 floats (tf32x3 runs it): bit for bit tf32x3's."""
+    a stack step that is no multiple of 4 floats (tf32x3 runs it; the direct path takes any): bit for bit the
+    packed path's."""
     torch = pytest.importorskip("torch")
     if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
         pytest.skip("only compute capability 9.0 has the wgmma paths")
@@ -165,8 +171,8 @@ def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, rng
                      torch.randn(5, 43, 45, device="cuda")),
     }
     for what, (a, b) in cases.items():
-        mine, packed = fastsgemm.matmul(a, b, kernel=kernel), fastsgemm.matmul(a, b, kernel="tf32x3")
-        assert torch.equal(mine, packed), f"{kernel}, {what}: differs from tf32x3"
+        mine = fastsgemm.matmul(a, b, kernel=kernel)
+        assert torch.equal(mine, fastsgemm.matmul(a, b, kernel=packed)), f"{kernel}, {what}: differs from {packed}"
         expected = torch.matmul(a.double(), b.double())
         assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
 

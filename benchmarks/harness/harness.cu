@@ -56,6 +56,7 @@ int main(int argc, char **argv) {
         {"direct", fsg_tf32x3_direct_batch_sgemm},
         {"regs", fsg_tf32x3_regs_batch_sgemm},
         {"regs:4steps", fsg_tf32x3_regs_4steps_batch_sgemm},
+        {"regs:direct", fsg_tf32x3_regs_direct_batch_sgemm},
         {"cublas-fp32", cublas_batch},
     };
     cudaStream_t stream; CK(cudaStreamCreate(&stream));

@@ -34,17 +34,22 @@
  * term, the corrections) plus A's fragment registers, hi and lo of two k-steps at a time (16): within the 232
  * registers a thread that the block can give, where four k-steps at once spilled.
  *
+ * Configurations: 4steps holds the fragments of all four k-steps of a tile
+ * at once (one wgmma wait per k-tile, not two); direct (below) has no pack
+ * pass at all: rung 15's direct path with only B split by its producers.
+ *
  * Limits: the tensor copy needs A row-major (k contiguous), 16-byte aligned,
  * with lda and a batch's step a multiple of 4 floats. Anything else runs
  * rung 15 (the same numbers, bit for bit); so does a call whose B workspace
  * cannot be had, and tf32x3_mma runs where wgmma cannot. A batch runs as
  * rung 15's: products on grid z, every product's B packed in one pass, a
- * shared B once. A workspace of 2 n k floats.
+ * shared B once (the direct path: every product's tiles on one persistent
+ * grid). A workspace of 2 n k floats.
  *
  * Next: B still passes through DRAM three times (read, packed, read back).
- * Splitting B inside the GEMM as well would take the pack pass away, but the
- * split of a shared-memory operand needs a pass over shared memory that
- * rung 15's direct path showed to set the pace.
+ * The direct path takes the pack pass away, but its producers' split of B
+ * still sets its pace (81 TFLOP/s at 4096^3 against 125 packed;
+ * benchmarks/NOTES.md).
  */
 #ifndef FASTSGEMM_LADDER_16_TF32X3_REGS
 #define FASTSGEMM_LADDER_16_TF32X3_REGS
@@ -70,6 +75,51 @@ static_assert(kKSteps % kStepsAtOnce == 0, "whole groups of k-steps per k-tile")
 static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
 
 // ---- kernel ----
+/* Element (r, k) of a raw A tile (128 rows x 32 k, FP32) in shared memory.
+ * Row-major A (k contiguous) lies as a packed tile does: rows of 128 bytes,
+ * 16-byte chunk c of row r at position c ^ (r % 8) (the tensor copy's
+ * 128-byte swizzle). A column-major A (the direct path's only: rows
+ * contiguous) lies k by k, 128 rows each, its 16-byte chunks of 4 rows
+ * XOR-ed with 2 (k % 4). Either way the 8 rows x 4 k a quarter warp reads for
+ * one fragment register fall in 32 different banks. */
+template <bool A_TRANS>
+__device__ __forceinline__ int raw_a_offset(int r, int k) {
+    if constexpr (A_TRANS) return k * kBM + (((r / 4) ^ (2 * (k % 4))) * 4) + r % 4;
+    else return operand_offset(r, k);
+}
+
+/* A consumer thread's share of k-steps first_step .. first_step + STEPS - 1
+ * of a raw A tile, split as rung 15's pack pass splits (hi + lo = A, both
+ * TF32), in wgmma's register layout: the thread's rows are row and row + 8,
+ * its k col and col + 4 of each k-step. */
+template <bool A_TRANS, int STEPS>
+__device__ __forceinline__ void split_fragments(const float *raw_a, int row, int col, int first_step,
+                                                uint32_t (&hi)[STEPS][4], uint32_t (&lo)[STEPS][4]) {
+    if constexpr (A_TRANS) {
+        // k % 4 is col for every element the thread reads: each of its two rows is one base plus k * kBM.
+        const float *rows[2] = {raw_a + raw_a_offset<true>(row, col), raw_a + raw_a_offset<true>(row + 8, col)};
+#pragma unroll
+        for (int j = 0; j < STEPS; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                split_rn(rows[i % 2][(8 * (first_step + j) + 4 * (i / 2)) * kBM], hi[j][i], lo[j][i]);
+    } else {
+        // Element (row + 8 (i % 2), k), k = 8 ks + col + 4 (i / 2), lies in chunk 2 ks + i / 2 of its row, at chunk
+        // position (2 ks + i / 2) ^ (row % 8), the same for row + 8. One XOR and an add a value, worked out here
+        // rather than 8 addresses kept across the main loop: those spilled to local memory.
+        const float *a_row = raw_a + row * kBK + col;  // this thread's row of the tile, at its k in chunk 0
+        int swizzle = (row % 8) * 4;                   // the swizzle's XOR on the row's float offsets
+        asm volatile("" : "+r"(swizzle));              // made here, each time: not hoisted into a live register
+#pragma unroll
+        for (int j = 0; j < STEPS; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int chunk = 2 * (first_step + j) + i / 2;
+                split_rn(a_row[((chunk * 4) ^ swizzle) + (i % 2) * 8 * kBK], hi[j][i], lo[j][i]);
+            }
+    }
+}
+
 /* D = alpha A B + beta C: A's k-tiles by tensor copies from the caller's
  * matrix (a_map: x = k, y = row of A, z = product), B's from the packed B.
  * The block's split-K slice takes its own run of k-tiles; a batch's product
@@ -114,28 +164,12 @@ __global__ void __launch_bounds__(kThreads, 1)
             mbarrier_wait(&full[s], (t / kStages) & 1);
             const float *a = stages + s * kStageFloats;
             const float *b_hi = a + kAFloats, *b_lo = b_hi + kTileFloats;
-            const float *a_row = a + row * kBK + col;  // this thread's row of the tile, at its k in chunk 0
-            int swizzle = (row % 8) * 4;               // the 128-byte swizzle's XOR on the row's float offsets
-            asm volatile("" : "+r"(swizzle));          // made here, each tile: not hoisted into a live register
-            // Two half tiles of two k-steps each: all four k-steps' fragments (32 registers) on top of the 192
-            // accumulators spilled to local memory inside the loop (ptxas -v: 72 bytes). While this warpgroup
-            // splits its second half, the other consumer's wgmmas keep the tensor cores busy.
+            // The fragments of STEPS_AT_ONCE k-steps at a time: two (the rung's own; a wait between the halves of
+            // the tile, while the other consumer's wgmmas keep the tensor cores busy) or four (4steps).
 #pragma unroll
             for (int half = 0; half < kKSteps / STEPS_AT_ONCE; ++half) {
-                // The split of rung 15's pack pass, on this thread's fragment: a_hi + a_lo = A, both TF32.
                 uint32_t a_hi[STEPS_AT_ONCE][4], a_lo[STEPS_AT_ONCE][4];
-#pragma unroll
-                for (int j = 0; j < STEPS_AT_ONCE; ++j)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        // Element (row + 8 (i % 2), k) of the swizzled tile (operand_offset): k = 8 ks + col + 4 (i / 2)
-                        // lies in chunk 2 ks + i / 2 of its row, at chunk position (2 ks + i / 2) ^ (row % 8), the
-                        // same for row + 8. One XOR and an add a value, worked out here rather than 8 addresses
-                        // kept across the loop: those were what spilled.
-                        const int chunk = 2 * (half * STEPS_AT_ONCE + j) + i / 2;
-                        const float *at = a_row + ((chunk * 4) ^ swizzle) + (i % 2) * 8 * kBK;
-                        split_rn(*at, a_hi[j][i], a_lo[j][i]);
-                    }
+                split_fragments<false>(a, row, col, half * STEPS_AT_ONCE, a_hi, a_lo);
                 wgmma_fence();  // the fragments' registers are written: wgmma may read them
 #pragma unroll
                 for (int j = 0; j < STEPS_AT_ONCE; ++j) {
@@ -238,6 +272,227 @@ cudaError_t launch_else_rung15(const fsg_gemm *g, const fsg_batch &batch, cudaSt
     return tf32x3::launch<tf32x3::kBM>(g, batch, stream, launched);
 }
 
+/* ---- The direct path (tf32x3_regs:direct): no pack pass at all ----
+ *
+ * Rung 15's direct path (tf32x3:direct) skips the pack pass: its producer
+ * warpgroups copy raw tiles of A and B into shared memory by cp.async and
+ * split both into hi and lo there. Their instructions set its pace (62-70
+ * TFLOP/s at any size; benchmarks/NOTES.md). With A split in the consumers'
+ * registers the producers split only B: 64 x 32 values a tile against 192 x
+ * 32, for the same 128 x 64 tile. A's raw tiles go to the consumers as they
+ * landed, which changes their lifetime: a raw tile is read by the consumers,
+ * not by the producers, so it is given back on a barrier of its own
+ * (a_read: every consumer thread arrives once its fragments are in
+ * registers), and the raw ring is deeper than the copies run ahead
+ * (kRawSlots > kCopiesAhead + 1) so that a producer rarely waits on it.
+ * Persistent grid, copies and epilogue as rung 15's direct path.
+ */
+constexpr int kDirectBN = 64;
+constexpr int kDirectStages = 3;  // B hi and lo, split by the producers, read by wgmma
+constexpr int kRawSlots = 6, kCopiesAhead = 2;
+static_assert(kRawSlots > kCopiesAhead + 1,
+              "a producer refills the raw slot of tile t + kCopiesAhead - kRawSlots while the slowest may still split "
+              "tile t - 1's B: the two must differ");
+using tf32x3::kDirectProducers;
+using tf32x3::kDirectThreads;
+using tf32x3::producer_sync;
+using tf32x3::split_tile;
+constexpr int kDirectProducerRegisters = 88, kDirectConsumerRegisters = 168;  // rung 15's direct path's: no spills
+constexpr int kDirectBPart = kDirectBN * kBK;                    // B hi or B lo of one stage
+constexpr int kDirectStageFloats = 2 * kDirectBPart;             // B hi, B lo
+constexpr int kRawFloats = kBM * kBK + kBK * kDirectBN;          // raw A (raw_a_offset), then raw B as it lies
+
+/* Shared memory: B's stages and their barriers (start_ring), the raw ring, then its a_read barriers. */
+struct DirectLayout {
+    static constexpr size_t kStagesBytes = pipeline_smem_bytes(kDirectStages, kDirectStageFloats);
+    static constexpr size_t kRawOffset = (kStagesBytes + 127) / 128 * 128;
+    static constexpr size_t kReadOffset = kRawOffset + (size_t)kRawSlots * kRawFloats * sizeof(float);
+    static constexpr size_t kSmemBytes = kReadOffset + kRawSlots * sizeof(uint64_t);
+    static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
+};
+
+/* A_TRANS, B_TRANS: ladder.h's transpose flags. `items`: the output tiles of all the slices or products. */
+template <bool A_TRANS, bool B_TRANS>
+__global__ void __launch_bounds__(kDirectThreads, 1)
+    wgmma_tf32x3_regs_direct_kernel(fsg_gemm problem, fsg_batch batch, int64_t items) {
+    constexpr int BN = kDirectBN;
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
+    char *base = reinterpret_cast<char *>(smem);
+    float *raw = reinterpret_cast<float *>(base + DirectLayout::kRawOffset);
+    uint64_t *a_read = reinterpret_cast<uint64_t *>(base + DirectLayout::kReadOffset);
+    if (threadIdx.x == 0)  // before start_ring's fence and __syncthreads
+        for (int slot = 0; slot < kRawSlots; ++slot) mbarrier_init(&a_read[slot], kConsumerThreads);
+    const auto [stages, full, empty] = start_ring<kDirectStages, kDirectStageFloats, kDirectProducers>(smem);
+    const int tiles_m = (int)ceil_div(problem.m, kBM), tiles_n = (int)ceil_div(problem.n, BN);
+    const int tid = threadIdx.x;
+
+    if (tid < kDirectProducers) {
+        registers_down<kDirectProducerRegisters>();
+        int64_t total = 0;  // the k-tiles of all this block's items, one after another through both rings
+        for (int64_t i = blockIdx.x; i < items; i += gridDim.x)
+            total += ceil_div(slice_or_product(problem, batch, work_item(i, tiles_m, tiles_n).z).k, kBK);
+        using TileA = Vec4Tile<kBM, kBK, kDirectProducers, A_TRANS>;
+        using TileB = Vec4Tile<kBK, BN, kDirectProducers, B_TRANS>;
+        struct Cursor {  // the item and k-tile the copies fetch next
+            int64_t item;
+            const float *a, *b;
+            int64_t k, row0, col0;
+            int t, count;
+            bool interior;  // the whole tile inside both matrices, both 16-byte aligned
+            const float *a_chunk[TileA::kPerThread], *b_chunk[TileB::kPerThread];  // this thread's chunks at k = 0
+        } next;
+        auto chunk_at = [](const float *p, int64_t ld, bool trans, int64_t row0, int64_t col0, int r, int c) {
+            return p + (trans ? (col0 + c) * ld + row0 + r : (row0 + r) * ld + col0 + c);
+        };
+        auto start_item = [&](int64_t item) {
+            next.item = item;
+            next.t = 0;
+            if (item >= items) return;
+            const WorkItem w = work_item(item, tiles_m, tiles_n);
+            const fsg_gemm g = slice_or_product(problem, batch, w.z);
+            next.a = g.a, next.b = g.b, next.k = g.k;
+            next.row0 = (int64_t)w.tile_m * kBM, next.col0 = (int64_t)w.tile_n * BN;
+            next.count = (int)ceil_div(g.k, kBK);
+            next.interior = next.row0 + kBM <= problem.m && next.col0 + BN <= problem.n &&
+                            aligned16(g.a, problem.lda) && aligned16(g.b, problem.ldb);
+#pragma unroll
+            for (int i = 0; i < TileA::kPerThread; ++i) {
+                int r, c;
+                TileA::chunk(tid, i, r, c);
+                next.a_chunk[i] = chunk_at(g.a, problem.lda, A_TRANS, next.row0, 0, r, c);
+            }
+#pragma unroll
+            for (int i = 0; i < TileB::kPerThread; ++i) {
+                int r, c;
+                TileB::chunk(tid, i, r, c);
+                next.b_chunk[i] = chunk_at(g.b, problem.ldb, B_TRANS, 0, next.col0, r, c);
+            }
+        };
+        start_item(blockIdx.x);
+        auto fetch_next = [&](int64_t q) {  // tile q of the sequence into raw slot q % kRawSlots
+            const int slot = (int)(q % kRawSlots);
+            if (q >= kRawSlots) mbarrier_wait(&a_read[slot], (int)(q / kRawSlots - 1) & 1);  // its last A is read
+            float *raw_a = raw + slot * kRawFloats, *raw_b = raw_a + kBM * kBK;
+            const int64_t k0 = (int64_t)next.t * kBK;
+            auto to_a = [&](int r, int c) { return raw_a + raw_a_offset<A_TRANS>(r, c); };
+            auto to_b = [&](int r, int c) { return B_TRANS ? raw_b + c * kBK + r : raw_b + r * BN + c; };
+            const int64_t lda = problem.lda, ldb = problem.ldb;
+            if (next.interior && k0 + kBK <= next.k) {
+                // Inside both matrices: one 16-byte copy per chunk, from addresses start_item worked out.
+                const int64_t a_k = A_TRANS ? k0 * lda : k0, b_k = B_TRANS ? k0 : k0 * ldb;
+#pragma unroll
+                for (int i = 0; i < TileA::kPerThread; ++i) {
+                    int r, c;
+                    TileA::chunk(tid, i, r, c);
+                    cp_async16(to_a(r, c), next.a_chunk[i] + a_k, 16);
+                }
+#pragma unroll
+                for (int i = 0; i < TileB::kPerThread; ++i) {
+                    int r, c;
+                    TileB::chunk(tid, i, r, c);
+                    cp_async16(to_b(r, c), next.b_chunk[i] + b_k, 16);
+                }
+            } else {  // at an edge, or unaligned: rung 9's copies, which check every chunk and zero-fill
+                constexpr int kP = kDirectProducers;
+                const int64_t m = problem.m, n = problem.n, k = next.k, row0 = next.row0, col0 = next.col0;
+                if (aligned16(next.a, lda))
+                    copy_tile_async<kBM, kBK, kP, A_TRANS, true, int64_t>(next.a, lda, m, k, row0, k0, tid, to_a);
+                else
+                    copy_tile_async<kBM, kBK, kP, A_TRANS, false, int64_t>(next.a, lda, m, k, row0, k0, tid, to_a);
+                if (aligned16(next.b, ldb))
+                    copy_tile_async<kBK, BN, kP, B_TRANS, true, int64_t>(next.b, ldb, k, n, k0, col0, tid, to_b);
+                else
+                    copy_tile_async<kBK, BN, kP, B_TRANS, false, int64_t>(next.b, ldb, k, n, k0, col0, tid, to_b);
+            }
+            if (++next.t == next.count) start_item(next.item + gridDim.x);
+        };
+#pragma unroll
+        for (int q = 0; q < kCopiesAhead; ++q) {
+            if (q < total) fetch_next(q);
+            cp_async_commit();
+        }
+        for (int64_t t = 0; t < total; ++t) {
+            if (t + kCopiesAhead < total) fetch_next(t + kCopiesAhead);
+            cp_async_commit();
+            cp_async_wait<kCopiesAhead>();  // this thread's copies of tile t have landed...
+            producer_sync();                // ...and everyone's (A's included: the consumers read it after `full`)
+            const int s = (int)(t % kDirectStages);
+            if (t >= kDirectStages) mbarrier_wait(&empty[s], (int)(t / kDirectStages - 1) & 1);  // its last tile is read
+            const float *raw_b = raw + (int)(t % kRawSlots) * kRawFloats + kBM * kBK;
+            float *stage = stages + s * kDirectStageFloats;
+            split_tile<BN, B_TRANS>(raw_b, stage, stage + kDirectBPart, tid);
+            fence_proxy_async();  // these stores, before the consumers' wgmmas read them
+            mbarrier_arrive(&full[s]);
+        }
+    } else {
+        registers_up<kDirectConsumerRegisters>();
+        const int consumer = tid / 128 - kDirectProducers / 128, warp = (tid % 128) / 32, lane = tid % 32;
+        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as in the kernel above
+        int64_t at = 0;  // the tile's place in the rings' sequence
+        for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+            const WorkItem w = work_item(item, tiles_m, tiles_n);
+            const fsg_gemm g = slice_or_product(problem, batch, w.z);
+            const int count = (int)ceil_div(g.k, kBK);
+            float corr[BN / 2] = {}, main[BN / 2] = {}, part[BN / 2];  // as in the kernel above
+            for (int t = 0; t < count; ++t, ++at) {
+                const int s = (int)(at % kDirectStages), slot = (int)(at % kRawSlots);
+                mbarrier_wait(&full[s], (int)(at / kDirectStages) & 1);
+                uint32_t a_hi[kKSteps][4], a_lo[kKSteps][4];
+                split_fragments<A_TRANS>(raw + slot * kRawFloats, row, col, 0, a_hi, a_lo);
+                mbarrier_arrive(&a_read[slot]);  // A is in registers: the producers may refill its slot
+                const float *b_hi = stages + s * kDirectStageFloats, *b_lo = b_hi + kDirectBPart;
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < kKSteps; ++ks) {
+                    const uint64_t db = descriptor(b_hi + 8 * ks);
+                    wgmma_64xNx8_rs(part, a_hi[ks], db, ks > 0);
+                    wgmma_64xNx8_rs(corr, a_lo[ks], db, 1);
+                    wgmma_64xNx8_rs(corr, a_hi[ks], descriptor(b_lo + 8 * ks), 1);
+                }
+                wgmma_commit();
+                wgmma_wait_all();
+                touch(corr);
+                touch(part);
+#pragma unroll
+                for (int ks = 0; ks < kKSteps; ++ks) {
+                    touch_registers(a_hi[ks]);
+                    touch_registers(a_lo[ks]);
+                }
+                mbarrier_arrive(&empty[s]);
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
+            }
+            store_slice<BN>(g, (int64_t)w.tile_m * kBM + consumer * kWgRows, (int64_t)w.tile_n * BN,
+                            [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+        }
+    }
+}
+
+/* The direct path's launcher: a block per SM (or per work item, where there are fewer), each taking the output
+ * tiles of every split-K slice or product gridDim.x apart. *launched stays false (the mma.sync path then runs)
+ * for k == 0, more tiles than an int holds, or a batch past kFsgMaxBatch. */
+inline cudaError_t launch_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    const int64_t tiles = ceil_div(g->m, kBM) * ceil_div(g->n, kDirectBN);
+    *launched = g->k > 0 && tiles <= INT32_MAX && batch.count <= kFsgMaxBatch;
+    if (!*launched) return cudaSuccess;
+    int device, sms;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    const int64_t items = tiles * grid_z(*g, batch);
+    const dim3 grid((unsigned)(items < sms ? items : sms));
+    const size_t smem = DirectLayout::kSmemBytes;
+    auto run = [&](auto kernel) { launch_with_smem(kernel, grid, kDirectThreads, smem, stream, *g, batch, items); };
+    if (g->a_trans) {
+        if (g->b_trans) run(wgmma_tf32x3_regs_direct_kernel<true, true>);
+        else run(wgmma_tf32x3_regs_direct_kernel<true, false>);
+    } else {
+        if (g->b_trans) run(wgmma_tf32x3_regs_direct_kernel<false, true>);
+        else run(wgmma_tf32x3_regs_direct_kernel<false, false>);
+    }
+    return cudaGetLastError();
+}
+
 }  // namespace tf32x3_regs
 }  // namespace hopper
 }  // namespace fsg
@@ -252,6 +507,17 @@ extern "C" cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t str
 extern "C" cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
     using fsg::hopper::tf32x3_regs::launch_else_rung15;
     return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_rung15<fsg::hopper::tf32x3_regs::kStepsAtOnce>,
+                                            fsg_tf32x3_mma_sgemm);
+}
+
+/* No pack pass: the producers split B, the consumers A (128 x 64 tiles, persistent grid). */
+extern "C" cudaError_t fsg_tf32x3_regs_direct_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg_tf32x3_regs_direct_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+extern "C" cudaError_t fsg_tf32x3_regs_direct_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch,
+                                                          cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3_regs::launch_direct,
                                             fsg_tf32x3_mma_sgemm);
 }
 
