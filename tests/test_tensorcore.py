@@ -122,8 +122,10 @@ REGS_SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000),
 
 
 # Each configuration of tf32x3_regs, and the configuration of tf32x3 with the same tiles (and so the same split of
-# a long K into slices).
-REGS_PAIRS = [("tf32x3_regs", "tf32x3"), ("tf32x3_regs:4steps", "tf32x3"), ("tf32x3_regs:direct", "tf32x3:128x64")]
+# a long K into slices) and the same epilogue: nvcc contracts alpha acc + beta C into one FMA in some kernels and
+# not in others (seen on the H200: the two direct paths agree with each other and differ from the packed ones in
+# the last bit where beta != 0).
+REGS_PAIRS = [("tf32x3_regs", "tf32x3"), ("tf32x3_regs:4steps", "tf32x3"), ("tf32x3_regs:direct", "tf32x3:direct")]
 
 
 @pytest.mark.parametrize("kernel,packed", REGS_PAIRS, ids=[k for k, _ in REGS_PAIRS])
