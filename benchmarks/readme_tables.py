@@ -1,7 +1,8 @@
 """Regenerates the tables in README.md from their sources, never by hand:
 
 - the kernel list, from the registry (fastsgemm.kernels());
-- the ladder results, from committed benchmark data (benchmarks/results/ladder-h100.json);
+- the ladder results, from committed benchmark data (benchmarks/results/ladder-h200.json; the counters beside
+  them from benchmarks/results/evidence-h100.json);
 - what kernel="auto" ran at each shape of that sweep, against the fastest FP32-accurate rung there;
 - the error against float64 as K grows, from benchmarks/results/numerics-h100.json;
 - the batched products against torch.matmul, from benchmarks/results/batched-h200.json (benchmarks/batched.py).
@@ -20,7 +21,7 @@ from fastsgemm.bench import auto_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-RESULTS = ROOT / "benchmarks" / "results" / "ladder-h100.json"
+RESULTS = ROOT / "benchmarks" / "results" / "ladder-h200.json"
 
 
 def kernel_table():
@@ -96,7 +97,7 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         data = json.loads((RESULTS.parent / "evidence-h100.json").read_text())
         which = data["meta"].get("profiled", "the fifth launch of the run: each rung's second call, except for tf32 "
                                  "and tf32x3, whose calls also launch a pack pass: their first call's GEMM")
-        lines += ["", f"The counters: Nsight Compute at 4096^3 on {which} (`python benchmarks/evidence.py`, "
+        lines += ["", f"The counters: Nsight Compute on the H100 at 4096^3 on {which} (`python benchmarks/evidence.py`, "
                   "`benchmarks/results/evidence-h100.json`); `benchmarks/profile.sh RUNG` names a rung's counter and "
                   "prints it with the rest of its profile."]
     return "\n".join(lines)
@@ -149,7 +150,7 @@ RENAMED = {"tf32x3:mma.sync": "tf32x3_mma", "tf32:mma.sync": "tf32_mma", "warpti
 RENAMED_AT = "f5aa000"
 
 
-def per_call_table(path=RESULTS.parent / "overhead-h100.json"):
+def per_call_table(path=RESULTS.parent / "overhead-h200.json"):
     """Per-call wall time at the small sizes (python -m fastsgemm.bench --overhead), fastsgemm beside the framework's
     own matmul on the same operands in the same run."""
     data = json.loads(path.read_text())
