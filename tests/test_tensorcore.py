@@ -179,6 +179,37 @@ def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, pac
         assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
+@pytest.mark.parametrize("kernel, workspace", [("tf32x3_regs", "B"), ("tf32x3_regs:4steps", "B"),
+                                               ("tf32x3_regs:direct", None), ("tf32x3", "A and B")])
+@pytest.mark.parametrize("a_layout", ["row-major", "column-major"])
+def test_the_workspace_shows_what_is_packed(kernel, workspace, a_layout):
+    """Rung 16's idea measured by fastsgemm's own device-memory count: its pack pass packs B alone (hi and lo of
+    its row tiles), so its workspace is B's; the direct path has none; tf32x3 packs both. A column-major A
+    cannot be read by the tensor copy, and tf32x3_regs then runs tf32x3: A and B. The bit-for-bit tests cannot
+    tell the two paths apart (they give the same numbers): this one does."""
+    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    m, n, k = 4096, 256, 1024
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    a = fastsgemm.to_device(np.ascontiguousarray(A.T) if a_layout == "column-major" else A)
+    b = fastsgemm.to_device(B)
+    out = fastsgemm.DeviceArray.empty((m, n))
+    held = fastsgemm.device_memory()["in_use"]
+    fastsgemm.reset_device_memory_peak()
+    fastsgemm.sgemm_raw(m, n, k, 1.0, a.ptr, m if a_layout == "column-major" else k, b.ptr, n, 0.0, out.ptr, n,
+                        kernel=kernel, trans_a=a_layout == "column-major")
+    # Counted when the workspace is taken, before the kernels run, and given back once they are queued.
+    part_tile = 128 * 32 * 4  # one packed tile, hi or lo: 128 rows x 32 k, FP32
+    packs = {"B": n // 128, "A and B": (m + n) // 128, None: 0}[workspace]
+    if a_layout == "column-major" and kernel in ("tf32x3_regs", "tf32x3_regs:4steps"):
+        packs = (m + n) // 128  # tf32x3 ran
+    assert fastsgemm.device_memory()["peak"] - held == packs * (k // 32) * 2 * part_tile
+    assert fastsgemm.device_memory()["in_use"] == held
+    exact = reference(A, B)
+    assert np.linalg.norm(out.numpy() - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+
+
 @pytest.mark.parametrize("kernel, parts, packs_a", [("tf32x3", 2, True), ("tf32", 1, True),
                                                     ("tf32x3_regs", 2, False)])
 def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, packs_a, rng):
@@ -191,7 +222,9 @@ def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, pa
     m, n = 2048, 2048
     keeps = fastsgemm.device_info()["total_memory_bytes"] // 64
     packed_rows = m + n if packs_a else n  # tf32x3_regs packs B only, and reads each panel's A at its own k
-    k = int(1.6 * keeps / (4 * parts * packed_rows)) // 32 * 32 + 5
+    # A ragged last k-tile either way: 5 past whole tiles for the packed kernels (an lda that is no multiple of 4,
+    # which the pack pass takes), 8 for tf32x3_regs, whose tensor copy of A needs one (with 5 tf32x3 would run).
+    k = int(1.6 * keeps / (4 * parts * packed_rows)) // 32 * 32 + (5 if packs_a else 8)
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     rows = np.r_[0:16, m - 16:m]
     exact = A[rows].astype(np.float64) @ B.astype(np.float64)

@@ -31,8 +31,9 @@
  *
  * Tile parameters: 128 x 128 x 32 block tile, as rung 15's own configuration: each consumer
  * warpgroup owns 64 rows and keeps 192 accumulators a thread (the main term's running sum, this tile's main
- * term, the corrections) plus A's fragment registers, hi and lo of two k-steps at a time (16): within the 232
- * registers a thread that the block can give, where four k-steps at once spilled.
+ * term, the corrections) plus A's fragment registers, hi and lo of two k-steps at a time (16), or of all four
+ * (4steps, 32): within the 232 registers a thread that the block can give, once the fragments' addresses are
+ * worked out where they are used (split_fragments).
  *
  * Configurations: 4steps holds the fragments of all four k-steps of a tile
  * at once (one wgmma wait per k-tile, not two); direct (below) has no pack
@@ -214,7 +215,7 @@ inline EncodeTiled encode_tiled() {
                 cudaSuccess ||
             status != cudaDriverEntryPointSuccess)
             fn = nullptr;
-        (void)cudaGetLastError();  // a failed query is not the caller's error
+        if (fn == nullptr) (void)cudaGetLastError();  // a failed query is not the caller's error: not left pending
         return reinterpret_cast<EncodeTiled>(fn);
     }();
     return found;
@@ -228,7 +229,7 @@ inline EncodeTiled encode_tiled() {
 inline bool a_tensor_map(const fsg_gemm &g, const fsg_batch &batch, CUtensorMap *map) {
     const bool own_a = batch.count > 1 && batch.step_a != 0;
     if (g.a_trans || reinterpret_cast<uintptr_t>(g.a) % 16 != 0 || g.lda % 4 != 0 ||
-        (own_a && batch.step_a % 4 != 0) || g.k > UINT32_MAX || g.m > UINT32_MAX)
+        (own_a && batch.step_a % 4 != 0) || g.k > INT32_MAX || g.m > INT32_MAX - kBM)  // coordinates are int32
         return false;
     const EncodeTiled encode = encode_tiled();
     if (encode == nullptr) return false;
@@ -284,7 +285,10 @@ cudaError_t launch_else_rung15(const fsg_gemm *g, const fsg_batch &batch, cudaSt
  * not by the producers, so it is given back on a barrier of its own
  * (a_read: every consumer thread arrives once its fragments are in
  * registers), and the raw ring is deeper than the copies run ahead
- * (kRawSlots > kCopiesAhead + 1) so that a producer rarely waits on it.
+ * (kRawSlots > kCopiesAhead + 1). With these depths the wait never blocks:
+ * the slot a producer refills at tile t held tile t - 4, whose stage it
+ * already waited to be read (empty) before splitting tile t - 1; a_read
+ * keeps the ring correct for any depths.
  * Persistent grid, copies and epilogue as rung 15's direct path.
  */
 constexpr int kDirectBN = 64;
