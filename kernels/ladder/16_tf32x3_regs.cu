@@ -121,6 +121,35 @@ __device__ __forceinline__ void split_fragments(const float *raw_a, int row, int
     }
 }
 
+/* Rung 15's three products on STEPS k-steps (first_step on) of a stage, A
+ * from this thread's fragments, B hi and lo (BN rows, K-major) from shared
+ * memory: part (+)= hi_a hi_b (afresh at the tile's first k-step), corr +=
+ * lo_a hi_b + hi_a lo_b, in rung 15's order; issued, then waited for. The
+ * fragments are kept unchanged until the wait: the wgmmas read them as they run. */
+template <int STEPS, int HALF_BN>
+__device__ __forceinline__ void three_products(float (&part)[HALF_BN], float (&corr)[HALF_BN],
+                                               uint32_t (&a_hi)[STEPS][4], uint32_t (&a_lo)[STEPS][4],
+                                               const float *b_hi, const float *b_lo, int first_step) {
+    wgmma_fence();  // the fragments' registers are written: wgmma may read them
+#pragma unroll
+    for (int j = 0; j < STEPS; ++j) {
+        const int ks = first_step + j;
+        const uint64_t db = descriptor(b_hi + 8 * ks);
+        wgmma_64xNx8_rs(part, a_hi[j], db, ks > 0);
+        wgmma_64xNx8_rs(corr, a_lo[j], db, 1);
+        wgmma_64xNx8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    touch(corr);
+    touch(part);
+#pragma unroll
+    for (int j = 0; j < STEPS; ++j) {  // read by the wgmmas until the wait: not reused before it
+        touch_registers(a_hi[j]);
+        touch_registers(a_lo[j]);
+    }
+}
+
 /* D = alpha A B + beta C: A's k-tiles by tensor copies from the caller's
  * matrix (a_map: x = k, y = row of A, z = product), B's from the packed B.
  * The block's split-K slice takes its own run of k-tiles; a batch's product
@@ -171,24 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int half = 0; half < kKSteps / STEPS_AT_ONCE; ++half) {
                 uint32_t a_hi[STEPS_AT_ONCE][4], a_lo[STEPS_AT_ONCE][4];
                 split_fragments<false>(a, row, col, half * STEPS_AT_ONCE, a_hi, a_lo);
-                wgmma_fence();  // the fragments' registers are written: wgmma may read them
-#pragma unroll
-                for (int j = 0; j < STEPS_AT_ONCE; ++j) {
-                    const int ks = half * STEPS_AT_ONCE + j;
-                    const uint64_t db = descriptor(b_hi + 8 * ks);
-                    wgmma_64x128x8_rs(part, a_hi[j], db, ks > 0);
-                    wgmma_64x128x8_rs(corr, a_lo[j], db, 1);
-                    wgmma_64x128x8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
-                }
-                wgmma_commit();
-                wgmma_wait_all();
-                touch(corr);
-                touch(part);
-#pragma unroll
-                for (int j = 0; j < STEPS_AT_ONCE; ++j) {  // read by the wgmmas until the wait: not reused before it
-                    touch_registers(a_hi[j]);
-                    touch_registers(a_lo[j]);
-                }
+                three_products(part, corr, a_hi, a_lo, b_hi, b_lo, half * STEPS_AT_ONCE);
             }
             mbarrier_arrive(&empty[s]);  // this stage's reads are done: the producer may refill it
             // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
@@ -445,23 +457,7 @@ __global__ void __launch_bounds__(kDirectThreads, 1)
                 split_fragments<A_TRANS>(raw + slot * kRawFloats, row, col, 0, a_hi, a_lo);
                 mbarrier_arrive(&a_read[slot]);  // A is in registers: the producers may refill its slot
                 const float *b_hi = stages + s * kDirectStageFloats, *b_lo = b_hi + kDirectBPart;
-                wgmma_fence();
-#pragma unroll
-                for (int ks = 0; ks < kKSteps; ++ks) {
-                    const uint64_t db = descriptor(b_hi + 8 * ks);
-                    wgmma_64xNx8_rs(part, a_hi[ks], db, ks > 0);
-                    wgmma_64xNx8_rs(corr, a_lo[ks], db, 1);
-                    wgmma_64xNx8_rs(corr, a_hi[ks], descriptor(b_lo + 8 * ks), 1);
-                }
-                wgmma_commit();
-                wgmma_wait_all();
-                touch(corr);
-                touch(part);
-#pragma unroll
-                for (int ks = 0; ks < kKSteps; ++ks) {
-                    touch_registers(a_hi[ks]);
-                    touch_registers(a_lo[ks]);
-                }
+                three_products(part, corr, a_hi, a_lo, b_hi, b_lo, 0);
                 mbarrier_arrive(&empty[s]);
 #pragma unroll
                 for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
