@@ -16,6 +16,7 @@ import numpy as np
 import fastsgemm
 
 KS = [256, 1024, 4096, 16384, 65536]
+NUMERIC_CONFIGS = {"ozaki"}  # rungs whose configurations change the arithmetic, not only the tiles
 
 
 def main(argv=None):
@@ -23,7 +24,10 @@ def main(argv=None):
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, help="write a PNG of error against K (needs matplotlib)")
     args = parser.parse_args(argv)
-    names = [k.name for k in fastsgemm.kernels() if k.device == "cpu" or fastsgemm.cuda_available()]
+    # Every rung, and every configuration of a rung whose configurations differ in their numbers (ozaki's
+    # moduli); the others' configurations tile the same sums differently.
+    names = [name for k in fastsgemm.kernels() if k.device == "cpu" or fastsgemm.cuda_available()
+             for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs if k.name in NUMERIC_CONFIGS))]
     rng = np.random.default_rng(0)
     rows = []
     for k in KS:
@@ -50,7 +54,7 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shown = ["cpu", "warptile", "cublas", "cublas_tf32", "tf32", "tf32x3"]
+    shown = ["cpu", "warptile", "cublas", "cublas_tf32", "tf32", "tf32x3", "ozaki", "ozaki:7"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in shown:
         points = [(r["K"], r["rel_error"]) for r in rows if r["kernel"] == name]
@@ -61,7 +65,7 @@ def plot(rows, path):
     ax.set_yscale("log")
     ax.set_xlabel("K (M = N = 256)")
     ax.set_ylabel("relative error against float64")
-    ax.set_title("Error as K grows: FP32, TF32 and split TF32 (tf32x3)")
+    ax.set_title("Error as K grows: FP32, TF32, split TF32 (tf32x3) and INT8 residues (ozaki)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

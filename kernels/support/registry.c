@@ -52,6 +52,12 @@ static const fsg_config tf32x3_regs_configs[] = {
      fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm},
 };
 
+static const fsg_config ozaki_configs[] = {
+    {"7", "seven moduli, not eight: an eighth less INT8 work and 8 bits fewer between the scaled operands "
+     "(tf32x3 where INT8 wgmma is not had)",
+     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1)},
+};
+
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
 
 const fsg_rung fsg_rungs[] = {
@@ -256,6 +262,21 @@ const fsg_rung fsg_rungs[] = {
         FILL(128, 128, 1),
         CONFIGS(tf32x3_regs_configs),
         .launch_batch = fsg_tf32x3_regs_batch_sgemm,
+    },
+    {
+        .number = 17,
+        .name = "ozaki",
+        .idea = "FP32 products as exact INT8 tensor-core products: each row scaled to integers, split into residues "
+                "of eight moduli, one INT8 wgmma GEMM per modulus, recombined by the Chinese remainder theorem "
+                "(tf32x3 where INT8 wgmma is not had)",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/ladder/17_ozaki.cu",
+        .launch = fsg_ozaki_sgemm,
+        .sass = "IGMMA",
+        .precision = "fp32",
+        .max_dim = GRID_Y_LIMIT(64),
+        FILL(128, 256, 1),
+        CONFIGS(ozaki_configs),
     },
     {
         .number = -1,

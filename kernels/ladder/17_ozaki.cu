@@ -1,0 +1,604 @@
+/*
+ * Rung 17, ozaki: FP32-accurate products on the INT8 tensor cores, by exact
+ * integer arithmetic in residues.
+ *
+ * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
+ * rung 15 (tf32x3), which runs rung 13 where wgmma is not had.
+ *
+ * The idea. The H100's tensor cores multiply 8-bit integers four times as
+ * fast as TF32 values, and exactly: s8 x s8 products summed in s32 lose
+ * nothing. So turn the FP32 product into integer products:
+ *   1. Scale. Each row i of A is multiplied by a power of two 2^sa_i that puts
+ *      its largest element just under 2^bits_a, and rounded to an integer A';
+ *      each column j of B likewise, with bits_b (scale_kernel, slice_kernel).
+ *      Every element keeps bits_a bits below its row's largest: the rounding
+ *      error of A' is at most 2^-bits_a of that largest element, about FP32's
+ *      own unit when bits_a is 24. The exact integer product C' = A' B' then
+ *      differs from 2^sa_i 2^sb_j (A B)_ij by no more than those roundings make.
+ *   2. Split into residues. C' is far too wide for s32, but it is known
+ *      exactly once it is known modulo n pairwise coprime moduli m_1 .. m_n
+ *      whose product P exceeds 2 |C'| (the Chinese remainder theorem). With
+ *      moduli up to 256, A' mod m_t and B' mod m_t are 8-bit integers in the
+ *      symmetric range (-128 .. 127), and the n products (A' mod m_t)(B' mod
+ *      m_t), each exact in s32, are n INT8 GEMMs (gemm_kernel).
+ *   3. Recombine. Each GEMM's sums are reduced mod m_t to residues; C' is the
+ *      one integer of magnitude below P / 2 with those residues, found in
+ *      64-bit integer arithmetic with a double-precision quotient
+ *      (reconstruct_kernel), and scaled back by 2^-(sa_i + sb_j) into FP32.
+ *
+ * How many bits. |C'_ij| <= K 2^bits_a 2^bits_b, which must stay below P / 4
+ * (a margin that keeps the quotient's rounding safe): so bits_a + bits_b is
+ * log2(P / 4K), rounded down. Eight moduli (P about 2^63.6) give 49 bits at
+ * K = 4096 (25 + 24), 47 at K = 16384; seven (P about 2^55.7) give 41 at K =
+ * 4096. K is cut into panels of at most kPanelK so that each panel keeps
+ * those bits; panels add onto D in FP32.
+ *
+ * What it cannot represent. An element more than bits_a - 1 binades below its
+ * row's largest rounds to 0 or 1 unit of the grid. A few such elements cost
+ * nothing (their error is the grid's unit, as every element's is), but a row
+ * of A (column of B) whose exponents spread so wide that they carry a
+ * noticeable share of its magnitude (kLostShare), or that holds an Inf or a
+ * NaN, is out of range: its outputs are computed instead by dot products in
+ * double (reconstruct_kernel's other branch, fix_columns_kernel), which give
+ * IEEE Inf and NaN as numpy.matmul does and FP32 accuracy at any exponent
+ * range. Ordinary data keeps the tensor cores; an input whose every row is
+ * out of range runs at the speed of a naive kernel, but right.
+ *
+ * Tile parameters: the GEMM is rung 14's pipeline on 8-bit data. A packed
+ * tile is 128 rows x 128 k of int8: 16 KiB, rows of 128 bytes in the same
+ * 128-byte swizzle, so rung 14's descriptors and bulk copies serve as they
+ * are; a wgmma k-step is 32 values (32 bytes) instead of 8. One block runs all
+ * n moduli of its 128 x 256 output tile in turn: the producer streams the
+ * moduli's k-tiles as one sequence, the consumers reset their accumulators
+ * at each modulus's first k-step and write its residues after its last.
+ *
+ * Limits: sm_90a; a workspace of about n (M + N) K + n M N bytes per panel;
+ * a call whose workspace cannot be had runs tf32x3. Configurations: the
+ * number of moduli (ozaki: 8, ozaki:7: 7, fewer bits, less work).
+ */
+#ifndef FASTSGEMM_LADDER_17_OZAKI
+#define FASTSGEMM_LADDER_17_OZAKI
+
+#include "ladder/16_tf32x3_regs.cu"  // the ladder so far; this rung calls rung 15 only through its launcher
+
+namespace fsg {
+namespace hopper {
+namespace ozaki {
+
+// ---- the moduli ----
+constexpr int kMaxModuli = 8;
+/* Pairwise coprime (2^8, 3 5 17, 11 23, 251, 13 19, 241, 239, 233), each at most 256, so that a residue in the
+ * symmetric range fits an int8; the largest such, so that n of them reach the widest P. */
+constexpr int kModuli[kMaxModuli] = {256, 255, 253, 251, 247, 241, 239, 233};
+
+/* What the kernels need to know of the first `count` moduli. */
+struct Moduli {
+    int count;
+    int m[kMaxModuli];
+    double inverse[kMaxModuli];   // 1 / m_t, for the GEMM's reduction of its sums
+    uint64_t weight[kMaxModuli];  // (P / m_t) ((P / m_t)^-1 mod m_t): 1 mod m_t, 0 mod every other modulus
+    double fraction[kMaxModuli];  // weight_t / P, the quotient's terms
+    uint64_t product;             // P
+};
+
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 256;              // block tile: one packed tile of A, two of B, as rung 14's
+constexpr int kKTile = 128;                      // k of one packed int8 tile: a 128-byte row
+constexpr int kBTiles = kBN / kPackRows;
+constexpr int kStageFloats = (1 + kBTiles) * kTileFloats;  // 48 KiB, counted in floats as the pipeline counts
+constexpr int kStages = 4;
+constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
+constexpr int kKSteps = kKTile / 32;             // wgmma k-steps of 32 per tile
+constexpr int64_t kPanelK = 16384;               // the deepest panel: 47 bits of eight moduli
+static_assert(kPackRows * kKTile == (int)kTileBytes, "an int8 tile has the bytes of a TF32 tile");
+static_assert(kPanelK * 128 * 128 < ((int64_t)1 << 31), "a panel's s32 sums of residue products cannot overflow");
+
+constexpr int kScaleThreads = 256;
+constexpr int kSliceK = 32;  // k a slice block converts: kPackRows x kSliceK floats, as rung 14's pack pass reads
+
+// ---- pass 1: each row's scale ----
+/* The rows (m of A, n of B^T) of one operand over `depth` k: element (row, k) at src[row * ld + k] when
+ * along_k, else at src[k * ld + row]. */
+struct Rows {
+    const float *src;
+    int64_t ld, rows;
+    bool along_k;
+};
+
+/* How much of a row's magnitude the integer grid may round away before the row is out of range: 2^-30 of
+ * its sum of magnitudes, far below FP32's own unit, and far above what an ordinary row loses (its few
+ * elements below the grid hold well under 2^-24 / K of its sum). */
+constexpr double kLostShare = 0x1p-30;
+
+/* The rows' sums over one lane's share of k, then over the lanes of a row: a warp's (along k: shuffles) or,
+ * across k, the 8 warps' of a block (through shared memory, the total back to every warp). */
+struct RowScan {
+    bool along_k;
+    int warp, lane;
+};
+template <typename T, typename Combine>
+__device__ __forceinline__ T whole_row(const RowScan &scan, T mine, Combine combine, T (&across)[8][32]) {
+    if (scan.along_k) {
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) mine = combine(mine, __shfl_xor_sync(0xffffffffu, mine, offset));
+        return mine;
+    }
+    __syncthreads();  // the previous use of `across` is over
+    across[scan.warp][scan.lane] = mine;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < 8; ++w) mine = w == 0 ? across[0][scan.lane] : combine(mine, across[w][scan.lane]);
+    return mine;
+}
+
+/* Rows of A, then of B: shift[row] = bits - 1 - (exponent of the row's largest finite element), so that
+ * scaling by 2^shift puts that element in [2^(bits-1), 2^bits). out_of_range[row] = 1 where the row holds an
+ * Inf or a NaN, or where its elements below the integer grid's unit (scaled below 1, so rounded to 0 or 1)
+ * carry more than kLostShare of its sum of magnitudes: a row whose exponents spread wider than the bits can
+ * follow. Two passes over the row (the second mostly from L2): the largest, then the sums below and above the
+ * grid's unit. A row along k is one warp's; rows across k are one lane's each, 32 to a block, the block's 8
+ * warps taking every 8th k. */
+template <int = 0>  // a template, as every kernel of a rung file that a later rung may include
+__global__ void __launch_bounds__(kScaleThreads) scale_kernel(Rows a, Rows b, int64_t depth, int bits_a,
+                                                              int bits_b, int *shift, uint8_t *out_of_range) {
+    static_assert(kScaleThreads == 8 * 32, "rows across k: 8 warps");
+    __shared__ float largest_of[8][32];
+    __shared__ double sum_of[8][32];
+    const int64_t blocks_a = a.along_k ? ceil_div(a.rows, (int64_t)8) : ceil_div(a.rows, (int64_t)32);
+    const bool is_a = blockIdx.x < blocks_a;
+    const Rows op = is_a ? a : b;
+    const int64_t block = is_a ? blockIdx.x : blockIdx.x - blocks_a;
+    const int bits = is_a ? bits_a : bits_b;
+    const int64_t first = is_a ? 0 : a.rows;  // b's rows follow a's in shift and out_of_range
+    const RowScan scan = {op.along_k, (int)threadIdx.x / 32, (int)threadIdx.x % 32};
+    // This thread's row, and its share of k: every 32nd along k, every 8th across.
+    const int64_t row = op.along_k ? block * 8 + scan.warp : block * 32 + scan.lane;
+    const int64_t k_first = op.along_k ? scan.lane : scan.warp, k_step = op.along_k ? 32 : 8;
+    const int64_t k_pitch = op.along_k ? 1 : op.ld, row_pitch = op.along_k ? op.ld : 1;  // (row, k): row_pitch row + k_pitch k
+    const float *src = op.src + (row < op.rows ? row : 0) * row_pitch;
+    const int64_t end = row < op.rows ? depth : 0;
+
+    float largest = 0.0f;
+    bool special = false;
+    for (int64_t k = k_first; k < end; k += k_step) {
+        const float x = src[k * k_pitch];
+        if (isfinite(x)) largest = fmaxf(largest, fabsf(x));
+        else special = true;
+    }
+    largest = whole_row(scan, largest, [](float x, float y) { return fmaxf(x, y); }, largest_of);
+    special = whole_row(scan, (float)special, [](float x, float y) { return fmaxf(x, y); }, largest_of) != 0.0f;
+    const int top = largest > 0.0f ? ilogbf(largest) : 0;
+    const float unit = ldexpf(1.0f, top - bits + 1);  // the grid's unit, in the row's own scale (0 if below FP32)
+    double total = 0.0, lost = 0.0;
+    for (int64_t k = k_first; k < end; k += k_step) {
+        const float size = fabsf(src[k * k_pitch]);
+        if (size < INFINITY) {
+            total += size;
+            if (size < unit) lost += size;
+        }
+    }
+    total = whole_row(scan, total, [](double x, double y) { return x + y; }, sum_of);
+    lost = whole_row(scan, lost, [](double x, double y) { return x + y; }, sum_of);
+    if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
+    shift[first + row] = largest > 0.0f ? bits - 1 - top : 0;
+    out_of_range[first + row] = special || lost > kLostShare * total;
+}
+
+// ---- pass 2: the scaled integers' residues, packed ----
+/* The residue of v modulo M in the symmetric range, as an 8-bit integer. */
+template <int M>
+__device__ __forceinline__ uint32_t residue_byte(int v) {
+    int r = v % M;  // a constant divisor: a multiply-high and a shift, not a division
+    if (r > M / 2 - (M % 2 == 0)) r -= M;  // 256: -128 .. 127; odd M: -(M - 1) / 2 .. (M - 1) / 2
+    else if (r < -(M / 2)) r += M;
+    return (uint32_t)r & 0xFFu;
+}
+
+/* Moduli FIRST .. COUNT - 1 of 16 scaled integers: four words of 16 bytes per modulus, at dst, dst + plane,
+ * and so on. */
+template <int FIRST, int COUNT>
+__device__ __forceinline__ void store_residues(const int (&v)[16], char *dst, int64_t plane) {
+    if constexpr (FIRST < COUNT) {
+        constexpr int m = kModuli[FIRST];
+        uint4 word;
+        uint32_t *part = &word.x;
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            part[q] = residue_byte<m>(v[4 * q]) | residue_byte<m>(v[4 * q + 1]) << 8 |
+                      residue_byte<m>(v[4 * q + 2]) << 16 | residue_byte<m>(v[4 * q + 3]) << 24;
+        *reinterpret_cast<uint4 *>(dst) = word;
+        store_residues<FIRST + 1, COUNT>(v, dst + plane, plane);
+    }
+}
+
+/* One operand for the slice kernel: its rows, its shifts (from scale_kernel), and where its packed residues
+ * go: `plane` bytes per modulus, row tile r's k tile t at (r * tiles_k + t) * kTileBytes. */
+struct SliceOperand {
+    Rows rows;
+    const int *shift;
+    char *dst;
+    int64_t row_tiles, plane;
+};
+
+/* Both operands in one launch, A's blocks first: a block converts kPackRows rows x kSliceK k (read through
+ * shared memory as rung 14's pack pass reads, coalesced in either layout) and a thread writes 16 k of one row,
+ * a 16-byte chunk of its 128-byte row, once per modulus. Rows and k past the matrix are zeros. */
+template <int MODULI>
+__global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, SliceOperand b, int64_t depth,
+                                                             int64_t tiles_k) {
+    __shared__ float tile[kPackRows][kSliceK + 1];
+    const int64_t slices_k = tiles_k * (kKTile / kSliceK);
+    const int64_t blocks_a = a.row_tiles * slices_k;
+    const bool is_a = blockIdx.x < blocks_a;
+    const SliceOperand op = is_a ? a : b;
+    const int64_t id = is_a ? blockIdx.x : blockIdx.x - blocks_a;
+    const int64_t row0 = id / slices_k * kPackRows, k0 = id % slices_k * kSliceK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kWarps = kPackThreads / 32;
+    const Rows &src = op.rows;
+    if (src.along_k) {
+#pragma unroll 4
+        for (int r = warp; r < kPackRows; r += kWarps) {
+            const int64_t row = row0 + r, k = k0 + lane;
+            tile[r][lane] = row < src.rows && k < depth ? src.src[row * src.ld + k] : 0.0f;
+        }
+    } else {
+#pragma unroll 4
+        for (int kk = warp; kk < kSliceK; kk += kWarps)
+#pragma unroll
+            for (int r = lane; r < kPackRows; r += 32) {
+                const int64_t row = row0 + r, k = k0 + kk;
+                tile[r][kk] = row < src.rows && k < depth ? src.src[k * src.ld + row] : 0.0f;
+            }
+    }
+    __syncthreads();
+    static_assert(kPackThreads == kPackRows * kSliceK / 16, "one 16-byte chunk of output per thread");
+    const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+    const int64_t row = row0 + r;
+    // 2^shift as a double: exact, and wide enough for any float's shift (|shift| < 300).
+    const double scale = row < src.rows ? __longlong_as_double((int64_t)(1023 + op.shift[row]) << 52) : 0.0;
+    int v[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+        const float x = tile[r][16 * half + u];
+        v[u] = isfinite(x) ? __double2int_rn((double)x * scale) : 0;  // |v| <= 2^bits: exact in an int
+    }
+    const int chunk = (int)(k0 % kKTile) / 16 + half;  // 16-byte chunk of the 128-byte row
+    char *dst = op.dst + (row0 / kPackRows * tiles_k + k0 / kKTile) * (int64_t)kTileBytes + r * kKTile +
+                ((chunk ^ (r % 8)) * 16);
+    store_residues<0, MODULI>(v, dst, op.plane);
+}
+
+// ---- pass 3: n INT8 GEMMs, their sums reduced to residues ----
+/* x mod m in the symmetric range (|x| < 2^30): the nearest multiple of m by a double-precision quotient, exact
+ * here (m odd has no ties; m = 256 has ties, and its 128 is the same residue as -128). */
+__device__ __forceinline__ int reduce(int x, int m, double inverse) {
+    const int r = x - m * __double2int_rn((double)x * inverse);
+    return r > 127 ? r - m : r;
+}
+
+/* Rung 14's block on packed int8 tiles, once per modulus: the producer streams modulus t's k-tiles after
+ * modulus t - 1's, the consumers start each modulus's sums afresh and, after its last k-tile, write their
+ * sums' residues to that modulus's plane of `residues` (row-major, ldr bytes a row, plane_r bytes a plane). */
+template <int = 0>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(fsg_gemm g, const char *packed_a, const char *packed_b, int tiles_k, int64_t plane_a,
+                int64_t plane_b, int8_t *residues, int64_t ldr, int64_t plane_r, Moduli moduli) {
+    extern __shared__ __align__(1024) float4 smem[];
+    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
+    const int tid = threadIdx.x, warpgroup = tid / 128;
+    const int count = moduli.count * tiles_k;  // k-tiles of all moduli, in sequence
+    if (warpgroup == 0) {
+        registers_down<kProducerRegisters>();
+        if (tid == 0) {
+            const char *a_tiles = packed_a + (int64_t)tile_m * tiles_k * kTileBytes;  // the block's row tiles
+            const char *b_tiles = packed_b + (int64_t)tile_n * kBTiles * tiles_k * kTileBytes;
+            auto copy = [&](int t, float *stage, uint64_t *bar) {
+                const int modulus = t / tiles_k, k_tile = t - modulus * tiles_k;
+                const char *a = a_tiles + modulus * plane_a + (int64_t)k_tile * kTileBytes;
+                const char *b = b_tiles + modulus * plane_b + (int64_t)k_tile * kTileBytes;
+                bulk_load(stage, reinterpret_cast<const float *>(a), kTileBytes, bar);
+#pragma unroll
+                for (int j = 0; j < kBTiles; ++j)
+                    bulk_load(stage + (1 + j) * kTileFloats,
+                              reinterpret_cast<const float *>(b + (int64_t)j * tiles_k * kTileBytes), kTileBytes, bar);
+            };
+            produce_stages<kStages, kStageFloats>(stages, full, empty, count, copy);
+        }
+        return;
+    }
+    registers_up<kConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    uint32_t acc[kBTiles][64];  // s32 sums, as the instruction's registers take them
+    const int warp = (tid % 128) / 32, lane = tid % 32;
+    const int64_t first_row = (int64_t)tile_m * kBM + consumer * kWgRows + warp * 16 + lane / 4;
+    const int64_t first_col = (int64_t)tile_n * kBN + 2 * (lane % 4);
+    for (int t = 0, modulus = 0, k_tile = 0; t < count; ++t) {
+        const int s = t % kStages;
+        mbarrier_wait(&full[s], (t / kStages) & 1);
+        const float *a = stages + s * kStageFloats + consumer * kWgRows * kBK;  // 64 rows of 128 bytes
+        const float *b = stages + s * kStageFloats + kTileFloats;
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ++ks) {  // 32 bytes along each 128-byte row, as a TF32 k-step of 8
+            const uint64_t da = descriptor(a + 8 * ks);
+#pragma unroll
+            for (int j = 0; j < kBTiles; ++j)
+                wgmma_64x128x32_s8(acc[j], da, descriptor(b + j * kTileFloats + 8 * ks), k_tile > 0 || ks > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (t > 0) mbarrier_arrive(&empty[(t - 1) % kStages]);
+        if (++k_tile < tiles_k) continue;
+        // The modulus's last k-tile: its sums, reduced, into its plane.
+        wgmma_wait_all();
+#pragma unroll
+        for (int j = 0; j < kBTiles; ++j) touch_registers(acc[j]);
+        const int m = moduli.m[modulus];
+        const double inverse = moduli.inverse[modulus];
+        int8_t *plane = residues + modulus * plane_r;
+#pragma unroll
+        for (int j = 0; j < kBTiles; ++j)
+#pragma unroll
+            for (int i = 0; i < 64; i += 2) {  // accumulators i, i + 1: columns col, col + 1 of one row
+                const int64_t row = first_row + 8 * ((i % 4) / 2), col = first_col + j * kPackRows + 8 * (i / 4);
+                if (row < g.m && col < g.n) {  // col + 1 < ldr always: ldr is even, col is even
+                    const char2 pair = make_char2((char)reduce((int)acc[j][i], m, inverse),
+                                                  (char)reduce((int)acc[j][i + 1], m, inverse));
+                    *reinterpret_cast<char2 *>(plane + row * ldr + col) = pair;
+                }
+            }
+        k_tile = 0;
+        ++modulus;
+    }
+}
+
+// ---- pass 4: the Chinese remainder theorem, and the rows out of range ----
+/* Element (i, j) of A and of B, in the fsg_gemm's layouts. */
+__device__ __forceinline__ float a_at(const fsg_gemm &g, int64_t i, int64_t p) {
+    return g.a_trans ? g.a[p * g.lda + i] : g.a[i * g.lda + p];
+}
+__device__ __forceinline__ float b_at(const fsg_gemm &g, int64_t p, int64_t j) {
+    return g.b_trans ? g.b[j * g.ldb + p] : g.b[p * g.ldb + j];
+}
+
+constexpr int kReconstructThreads = 256;
+
+/* A dot product in double: float products are exact there, the sum is rounded once more at the end, and
+ * Inf and NaN follow IEEE arithmetic as FP32's do. */
+__device__ __forceinline__ float dot_in_double(const fsg_gemm &g, int64_t i, int64_t j) {
+    double sum = 0.0;
+    for (int64_t p = 0; p < g.k; ++p) sum = fma((double)a_at(g, i, p), (double)b_at(g, p, j), sum);
+    return (float)sum;
+}
+
+constexpr int kColumnsPerThread = 4;  // one 4-byte load per modulus brings a thread's four residues
+
+/* D(i, j) = alpha C'_ij 2^-(sa_i + sb_j) + beta C(i, j), C' recovered from its residues r_t:
+ *   S = sum_t r_t weight_t is congruent to C' modulo P, and C' = S - P round(S / P), since |C'| < P / 4;
+ *   S / P = sum_t r_t fraction_t, which a float sum of at most 8 terms of at most 128 gets to within 2^-10,
+ *   and the distance to the nearest half-integer is at least 1/4: it rounds to the right integer;
+ *   S - P round(S / P), in 64-bit integers that wrap modulo 2^64, is exact, since |C'| < 2^63.
+ * Four outputs of a row per thread, a block along the row. A row of A out of range is dot products in double
+ * instead (threads along the row: B's reads coalesced, A's shared); a column of B out of range is left to
+ * fix_columns_kernel, whose threads run down the column. */
+template <int = 0>
+__global__ void __launch_bounds__(kReconstructThreads)
+    reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, Moduli moduli,
+                       const int *shift, const uint8_t *out_of_range) {
+    constexpr int64_t kPerBlock = kReconstructThreads * kColumnsPerThread;
+    const int64_t blocks_per_row = ceil_div(g.n, kPerBlock);
+    const int64_t i = blockIdx.x / blocks_per_row;
+    const int64_t j0 = (blockIdx.x - i * blocks_per_row) * kPerBlock + threadIdx.x * kColumnsPerThread;
+    if (j0 >= g.n) return;
+    if (out_of_range[i]) {
+        for (int64_t j = j0; j < j0 + kColumnsPerThread && j < g.n; ++j) store_d(g, i, j, dot_in_double(g, i, j));
+        return;
+    }
+    uint32_t packed[kMaxModuli];  // residues of columns j0 .. j0 + 3, a byte each, per modulus (ldr: whole words)
+#pragma unroll
+    for (int t = 0; t < kMaxModuli; ++t)
+        packed[t] = t < moduli.count ? *reinterpret_cast<const uint32_t *>(residues + t * plane_r + i * ldr + j0) : 0;
+#pragma unroll
+    for (int c = 0; c < kColumnsPerThread; ++c) {
+        const int64_t j = j0 + c;
+        if (j >= g.n || out_of_range[g.m + j]) continue;
+        uint64_t s = 0;
+        float quotient = 0.0f;
+#pragma unroll
+        for (int t = 0; t < kMaxModuli; ++t)
+            if (t < moduli.count) {
+                const int residue = (int8_t)(packed[t] >> (8 * c));
+                s += (uint64_t)(int64_t)residue * moduli.weight[t];
+                quotient = fmaf((float)residue, (float)moduli.fraction[t], quotient);
+            }
+        const int64_t exact = (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
+        // 2^-(sa_i + sb_j), built from its exponent: |sa_i + sb_j| < 400, a normal double.
+        const double unscale = __longlong_as_double((int64_t)(1023 - shift[i] - shift[g.m + j]) << 52);
+        store_d(g, i, j, (float)((double)exact * unscale));
+    }
+}
+
+/* The columns of B out of range, one block each, its threads down the column (A's rows each read along k
+ * through L1, B's column shared), skipping the rows reconstruct_kernel computed. Blocks of other columns
+ * return at once. */
+template <int = 0>
+__global__ void __launch_bounds__(kReconstructThreads)
+    fix_columns_kernel(fsg_gemm g, const uint8_t *out_of_range) {
+    const int64_t j = blockIdx.x;
+    if (!out_of_range[g.m + j]) return;
+    for (int64_t i = threadIdx.x; i < g.m; i += kReconstructThreads)
+        if (!out_of_range[i]) store_d(g, i, j, dot_in_double(g, i, j));
+}
+
+// ---- the launcher ----
+/* The first n moduli, and their recombination constants. */
+inline Moduli moduli_of(int n) {
+    Moduli mod = {};
+    mod.count = n;
+    mod.product = 1;
+    for (int t = 0; t < n; ++t) mod.product *= (uint64_t)kModuli[t];
+    for (int t = 0; t < n; ++t) {
+        const int m = kModuli[t];
+        const uint64_t others = mod.product / (uint64_t)m;
+        const int left = (int)(others % (uint64_t)m);
+        int y = 1;
+        while (left * y % m != 1) ++y;  // others^-1 mod m, by trial: m <= 256
+        mod.m[t] = m;
+        mod.inverse[t] = 1.0 / m;
+        mod.weight[t] = others * (uint64_t)y;  // < P, since y < m
+        mod.fraction[t] = (double)y / m;
+    }
+    return mod;
+}
+
+/* bits_a + bits_b for a depth k: the largest b with k 2^b <= P / 4. */
+inline int product_bits(const Moduli &mod, int64_t k) {
+    const uint64_t room = mod.product / 4 / (uint64_t)k;
+    int bits = -1;
+    for (uint64_t x = room; x != 0; x >>= 1) ++bits;
+    return bits;
+}
+
+inline int64_t round_up(int64_t x, int64_t to) { return ceil_div(x, to) * to; }
+
+/* The workspace of one panel of depth `depth` (at most kPanelK) of an m x n product, carved in order. */
+struct Workspace {
+    int64_t tiles_k, row_tiles_a, row_tiles_b, plane_a, plane_b, ldr, plane_r, bytes;
+    int64_t at_b, at_residues, at_shift, at_flags;
+};
+inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
+    Workspace w;
+    w.tiles_k = ceil_div(depth, (int64_t)kKTile);
+    w.row_tiles_a = ceil_div(m, (int64_t)kBM);
+    w.row_tiles_b = ceil_div(n, (int64_t)kBN) * kBTiles;
+    w.plane_a = w.row_tiles_a * w.tiles_k * kTileBytes;
+    w.plane_b = w.row_tiles_b * w.tiles_k * kTileBytes;
+    w.ldr = round_up(n, 16);
+    w.plane_r = round_up(m * w.ldr, 256);
+    w.at_b = moduli * w.plane_a;
+    w.at_residues = w.at_b + moduli * w.plane_b;
+    w.at_shift = w.at_residues + moduli * w.plane_r;
+    w.at_flags = w.at_shift + round_up((m + n) * (int64_t)sizeof(int), 256);
+    w.bytes = w.at_flags + round_up(m + n, 256);
+    return w;
+}
+
+/* One panel (g.k <= kPanelK, g.k_slice == 0): the four passes. */
+template <int MODULI>
+void run_panel(const fsg_gemm &g, const Moduli &mod, char *base, cudaStream_t stream) {
+    const Workspace w = workspace_of(MODULI, g.m, g.n, g.k);
+    const int bits = product_bits(mod, g.k);
+    const int bits_a = (bits + 1) / 2 < 30 ? (bits + 1) / 2 : 30, bits_b = bits / 2 < 30 ? bits / 2 : 30;
+    int *shift = reinterpret_cast<int *>(base + w.at_shift);
+    uint8_t *out_of_range = reinterpret_cast<uint8_t *>(base + w.at_flags);
+    int8_t *residues = reinterpret_cast<int8_t *>(base + w.at_residues);
+    const Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
+    const int64_t scale_blocks = (a.along_k ? ceil_div(g.m, (int64_t)8) : ceil_div(g.m, (int64_t)32)) +
+                                 (b.along_k ? ceil_div(g.n, (int64_t)8) : ceil_div(g.n, (int64_t)32));
+    scale_kernel<><<<(unsigned)scale_blocks, kScaleThreads, 0, stream>>>(a, b, g.k, bits_a, bits_b, shift,
+                                                                       out_of_range);
+    const SliceOperand slice_a = {a, shift, base, w.row_tiles_a, w.plane_a};
+    const SliceOperand slice_b = {b, shift + g.m, base + w.at_b, w.row_tiles_b, w.plane_b};
+    const int64_t slices_k = w.tiles_k * (kKTile / kSliceK);
+    slice_kernel<MODULI><<<(unsigned)((w.row_tiles_a + w.row_tiles_b) * slices_k), kPackThreads, 0, stream>>>(
+        slice_a, slice_b, g.k, w.tiles_k);
+    const dim3 grid((unsigned)(w.row_tiles_a * ceil_div(g.n, (int64_t)kBN)));
+    launch_with_smem(gemm_kernel<>, grid, kThreads, kSmemBytes, stream, g, (const char *)base,
+                     (const char *)(base + w.at_b), (int)w.tiles_k, w.plane_a, w.plane_b, residues, w.ldr, w.plane_r,
+                     mod);
+    reconstruct_kernel<><<<(unsigned)(g.m * ceil_div(g.n, (int64_t)(kReconstructThreads * kColumnsPerThread))),
+                            kReconstructThreads, 0,
+                         stream>>>(g, residues, w.ldr, w.plane_r, mod, shift, out_of_range);
+    fix_columns_kernel<><<<(unsigned)g.n, kReconstructThreads, 0, stream>>>(g, out_of_range);
+}
+
+/* Split-K's slice z of g (ladder.h's k_slice) as a problem of its own. */
+inline fsg_gemm slice_problem(const fsg_gemm &g, int64_t z) {
+    fsg_gemm s = g;
+    const int64_t k0 = z * g.k_slice;
+    s.a += g.a_trans ? k0 * g.lda : k0;
+    s.b += g.b_trans ? k0 : k0 * g.ldb;
+    s.k = g.k - k0 < g.k_slice ? g.k - k0 : g.k_slice;
+    s.d += z * g.m * g.ldd;
+    s.k_slice = 0;
+    return s;
+}
+
+/* The whole call: split-K's slices one after another (each its own problem), each in panels of at most
+ * kPanelK, panel p > 0 adding onto D. *launched stays false, with nothing enqueued, where this path cannot
+ * run: k == 0, a grid past its limit, no workspace. */
+template <int MODULI>
+cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    const fsg_gemm &g = *problem;
+    if (g.k == 0 || batch.count > 1) return cudaSuccess;
+    const int64_t slices = g.k_slice > 0 ? ceil_div(g.k, g.k_slice) : 1;
+    const int64_t deepest = g.k_slice > 0 ? g.k_slice : g.k;
+    const int64_t panel_k = deepest < kPanelK ? deepest : kPanelK;
+    const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k);
+    const int64_t row_blocks = ceil_div(g.n, (int64_t)(kReconstructThreads * kColumnsPerThread)) * g.m;
+    const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (kKTile / kSliceK);
+    if (row_blocks > INT32_MAX || slice_blocks > INT32_MAX || g.n > INT32_MAX ||
+        w.row_tiles_a * (w.row_tiles_b / kBTiles) > INT32_MAX)
+        return cudaSuccess;
+    const Moduli mod = moduli_of(MODULI);
+    cudaMemPool_t pool;
+    uint64_t kept;
+    cudaError_t err = fsg_workspace_pool(&pool, &kept);
+    if (err != cudaSuccess) return err;
+    if (fsg_memory_take(-1, (uint64_t)w.bytes) != cudaSuccess) {
+        char forgotten[8];
+        (void)fsg_memory_refusal(forgotten, sizeof forgotten);  // not an error: tf32x3 runs instead
+        return cudaSuccess;
+    }
+    char *base = nullptr;
+    err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&base), (size_t)w.bytes, pool, stream);
+    if (err != cudaSuccess) fsg_memory_give(-1, (uint64_t)w.bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return cudaSuccess;
+    }
+    if (err != cudaSuccess) return err;
+    *launched = true;
+    for (int64_t z = 0; z < slices && err == cudaSuccess; ++z) {
+        const fsg_gemm whole = g.k_slice > 0 ? slice_problem(g, z) : g;
+        for (int64_t k0 = 0; k0 < whole.k && err == cudaSuccess; k0 += kPanelK) {
+            fsg_gemm panel = whole;
+            panel.a += whole.a_trans ? k0 * whole.lda : k0;
+            panel.b += whole.b_trans ? k0 : k0 * whole.ldb;
+            panel.k = whole.k - k0 < kPanelK ? whole.k - k0 : kPanelK;
+            if (k0 > 0) {  // onto the panels before
+                panel.c = whole.d;
+                panel.ldc = whole.ldd;
+                panel.beta = 1.0f;
+            }
+            run_panel<MODULI>(panel, mod, base, stream);
+            err = cudaGetLastError();
+        }
+    }
+    const cudaError_t freed = cudaFreeAsync(base, stream);  // after the kernels, in stream order
+    if (freed == cudaSuccess) fsg_memory_give(-1, (uint64_t)w.bytes);
+    return err != cudaSuccess ? err : freed;
+}
+
+}  // namespace ozaki
+}  // namespace hopper
+}  // namespace fsg
+
+// ---- launchers (compiled with this file only) ----
+#if __INCLUDE_LEVEL__ == 0
+/* Eight moduli: 47-49 bits of the scaled operands between them. tf32x3 where this path cannot run. */
+extern "C" cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::hopper::ozaki::launch<8>,
+                                            fsg_tf32x3_sgemm);
+}
+
+/* Seven moduli: 8 bits fewer, an eighth less work. */
+extern "C" cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::hopper::ozaki::launch<7>,
+                                            fsg_tf32x3_sgemm);
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_17_OZAKI */

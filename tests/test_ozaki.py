@@ -1,0 +1,172 @@
+"""Rung 17, ozaki: FP32 accuracy from exact INT8 products, on the GPU.
+
+Its promises (kernels/ladder/17_ozaki.cu): on random inputs an error no larger than cuBLAS FP32 SGEMM's
+(eight moduli) or within the FP32 bound (seven); rows of A and columns of B whose range it cannot represent,
+and Inf and NaN, computed another way, with numpy.matmul's Inf and NaN and FP32 accuracy at any exponent
+range; and, on compute capability 9.0, the INT8 path really running (other bits than tf32x3's, its fallback).
+Every output is poisoned with NaN before the call.
+"""
+import numpy as np
+import pytest
+
+import fastsgemm
+from conftest import FP32_TOLERANCE, random_matrix, reference
+
+pytestmark = pytest.mark.gpu
+
+KERNELS = ["ozaki", "ozaki:7"]
+
+
+def hopper():
+    return tuple(fastsgemm.device_info()["compute_capability"]) == (9, 0)
+
+
+def run(kernel, A, B, C=None, alpha=1.0, beta=0.0):
+    """sgemm on device copies into a NaN-poisoned output, back on the host in float64."""
+    m, n = A.shape[0], B.shape[1]
+    out = fastsgemm.to_device(np.full((m, n), np.nan, np.float32) if C is None else C.copy())
+    fastsgemm.sgemm(fastsgemm.to_device(A), fastsgemm.to_device(B), out=out, kernel=kernel, alpha=alpha,
+                    beta=beta, C=None if C is None else out)
+    return out.numpy().astype(np.float64)
+
+
+def frobenius_error(result, exact):
+    return np.linalg.norm(result - exact) / np.linalg.norm(exact)
+
+
+def componentwise_error(result, exact, A, B):
+    """The largest error against |A| |B|: what the FP32 SGEMM error bound is stated against."""
+    scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
+    return float(np.max(np.abs(result - exact) / np.where(scale > 0, scale, 1.0)))
+
+
+@pytest.mark.parametrize("k", [256, 1024, 4096, 16384])
+def test_eight_moduli_at_most_cublas_error(k, rng):
+    A, B = random_matrix(rng, 256, k), random_matrix(rng, k, 256)
+    exact = reference(A, B)
+    mine = frobenius_error(run("ozaki", A, B), exact)
+    cublas = frobenius_error(run("cublas", A, B), exact)
+    assert mine <= cublas, f"ozaki {mine:.2e} against cuBLAS FP32 {cublas:.2e} at K = {k}"
+
+
+@pytest.mark.parametrize("k", [256, 4096, 16384])
+def test_seven_moduli_within_the_fp32_bound(k, rng):
+    A, B = random_matrix(rng, 256, k), random_matrix(rng, k, 256)
+    mine = frobenius_error(run("ozaki:7", A, B), reference(A, B))
+    assert mine < FP32_TOLERANCE, f"ozaki:7 {mine:.2e} at K = {k}"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_int8_path_runs_on_hopper(kernel, rng):
+    """tf32x3 is the fallback where INT8 wgmma is not had: on compute capability 9.0 other bits show the INT8
+    path ran, and its error is below tf32x3's own bound there."""
+    if not hopper():
+        pytest.skip("only compute capability 9.0 has the INT8 wgmma path")
+    A, B = random_matrix(rng, 300, 700), random_matrix(rng, 700, 200)
+    mine, fallback = run(kernel, A, B), run("tf32x3", A, B)
+    assert not np.array_equal(mine, fallback), f"{kernel} gave tf32x3's bits: the INT8 path did not run"
+    assert frobenius_error(mine, reference(A, B)) < FP32_TOLERANCE
+
+
+def wide(rng, rows, cols, span):
+    """Values whose exponents spread uniformly over 2^-span .. 2^span, random signs."""
+    mantissa = rng.uniform(1.0, 2.0, (rows, cols)) * rng.choice([-1.0, 1.0], (rows, cols))
+    return (mantissa * 2.0 ** rng.integers(-span, span + 1, (rows, cols))).astype(np.float32)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_exponents_across_2_to_the_80_within_4x_cublas(kernel, rng):
+    """Every row spans 2^-40 .. 2^40: far past what bits_a can hold, so each row is out of range and its outputs
+    are dot products in double. Both errors within 4x cuBLAS FP32's."""
+    A, B = wide(rng, 192, 512, 40), wide(rng, 512, 160, 40)
+    exact = reference(A, B)
+    mine, cublas = run(kernel, A, B), run("cublas", A, B)
+    assert frobenius_error(mine, exact) <= 4 * frobenius_error(cublas, exact)
+    assert componentwise_error(mine, exact, A, B) <= 4 * componentwise_error(cublas, exact, A, B)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_some_rows_out_of_range_some_not(kernel, rng):
+    """A few wide rows of A and columns of B among ordinary ones: both branches of the reconstruction in one
+    call, each output right for its own row and column."""
+    A, B = random_matrix(rng, 200, 640), random_matrix(rng, 640, 150)
+    A[[3, 77, 199]] = wide(rng, 3, 640, 30)
+    B[:, [0, 64, 149]] = wide(rng, 640, 3, 30)
+    A[10, 5] = 1e-30  # one tiny element in an ordinary row: rounded to 0, a loss far below FP32's unit
+    exact = reference(A, B)
+    mine, cublas = run(kernel, A, B), run("cublas", A, B)
+    assert not np.isnan(mine).any()
+    assert componentwise_error(mine, exact, A, B) <= 4 * componentwise_error(cublas, exact, A, B)
+    ordinary = np.ones(200, bool)
+    ordinary[[3, 77, 199]] = False
+    assert frobenius_error(mine[ordinary], exact[ordinary]) < FP32_TOLERANCE
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_inf_and_nan_as_numpy(kernel):
+    A = np.ones((20, 24), np.float32)
+    B = np.full((24, 18), 0.5, np.float32)
+    A[2, 3] = np.inf
+    A[5, 0] = -np.inf
+    A[7, 1] = np.nan
+    B[3, 9] = 0.0  # Inf * 0 in A's row 2: NaN at (2, 9)
+    B[6, 4] = -np.inf  # column 4: -Inf in every row, NaN in row 2 (+Inf - Inf)
+    B[8, 11] = np.nan
+    with np.errstate(invalid="ignore"):
+        expected = A.astype(np.float64) @ B.astype(np.float64)
+    result = run(kernel, A, B)
+    np.testing.assert_array_equal(np.isposinf(result), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(result), np.isneginf(expected))
+    np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(result[finite], expected[finite])  # 12: exact
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cancellation(kernel, rng):
+    """A1 B1 - A1 B1 + 2^-20 A2 B2: the large terms cancel exactly in the integer products, and what is left is
+    as accurate as cuBLAS leaves it, against |A| |B|."""
+    A1, B1 = random_matrix(rng, 128, 300), random_matrix(rng, 300, 96)
+    A2, B2 = random_matrix(rng, 128, 200), random_matrix(rng, 200, 96)
+    A = np.hstack([A1, A1, A2 * np.float32(2.0**-20)])
+    B = np.vstack([B1, -B1, B2])
+    exact = reference(A, B)
+    mine, cublas = run(kernel, A, B), run("cublas", A, B)
+    assert componentwise_error(mine, exact, A, B) <= 4 * componentwise_error(cublas, exact, A, B)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("k", [16385, 40000])
+def test_long_k_in_panels(kernel, k, rng):
+    """Past kPanelK = 16384 the product runs in panels that add onto D (and, for this small output, in split-K
+    slices first): each panel exact in integers, the sum within the FP32 bound."""
+    A, B = random_matrix(rng, 300, k), random_matrix(rng, k, 280)
+    exact = reference(A, B)
+    mine, cublas = frobenius_error(run(kernel, A, B), exact), frobenius_error(run("cublas", A, B), exact)
+    assert mine <= 2 * cublas, f"{kernel} {mine:.2e} against cuBLAS {cublas:.2e} at K = {k}"
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_zero_rows_subnormals_and_huge_values(kernel, rng):
+    """A zero row and column (no scale at all), a row of subnormals, a row near FP32's largest values, alpha
+    and beta onto C."""
+    A, B = random_matrix(rng, 130, 260), random_matrix(rng, 260, 140)
+    A[4] = 0.0
+    B[:, 7] = 0.0
+    A[9] *= np.float32(2.0**-135)  # subnormal, exponent range within one row still narrow
+    A[11] *= np.float32(2.0**100)
+    B[:, 13] *= np.float32(2.0**20)
+    C = random_matrix(rng, 130, 140)
+    exact = 0.75 * reference(A, B) - 1.5 * C.astype(np.float64)
+    mine = run(kernel, A, B, C=C, alpha=0.75, beta=-1.5)
+    assert np.all(mine[4] == (np.float32(-1.5) * C[4]).astype(np.float64))  # alpha 0 + beta C, in FP32
+    scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64)) + np.abs(C)
+    assert np.max(np.abs(mine - exact) / np.where(scale > 0, scale, 1)) < 1e-6
+
+
+def test_errors_are_deterministic_and_the_same_for_host_arrays(rng):
+    """Host operands through the same path: the same bits as device operands, and repeated calls the same."""
+    A, B = random_matrix(rng, 257, 333), random_matrix(rng, 333, 129)
+    on_device = run("ozaki", A, B)
+    for _ in range(2):
+        np.testing.assert_array_equal(fastsgemm.sgemm(A, B, kernel="ozaki").astype(np.float64), on_device)
