@@ -4,7 +4,7 @@
 - the ladder results, from committed benchmark data (benchmarks/results/ladder-h200.json; the counters beside
   them from benchmarks/results/evidence-h100.json);
 - what kernel="auto" ran at each shape of that sweep, against the fastest FP32-accurate rung there;
-- the error against float64 as K grows, from benchmarks/results/numerics-h100.json;
+- the error against float64 as K grows, from benchmarks/results/numerics-h200.json;
 - the batched products against torch.matmul, from benchmarks/results/batched-h200.json (benchmarks/batched.py).
 
     python benchmarks/readme_tables.py          # rewrite README.md in place
@@ -123,7 +123,7 @@ def auto_table(path=RESULTS):
     return "\n".join(lines)
 
 
-def numerics_table(path=RESULTS.parent / "numerics-h100.json"):
+def numerics_table(path=RESULTS.parent / "numerics-h200.json"):
     if not path.exists():
         return "(no committed numerics data yet)"
     rows = json.loads(path.read_text())["rows"]
@@ -132,8 +132,8 @@ def numerics_table(path=RESULTS.parent / "numerics-h100.json"):
     # The SIMT ladder rungs give the same bits (same summation order); cpu may differ in the last place.
     ladder = [k.name for k in fastsgemm.kernels()
               if k.rung is not None and not uses_tensor_cores(k) and (k.name, ks[0]) in error]
-    others = [k.name for k in fastsgemm.kernels()
-              if k.name not in ladder and k.name != "cublas" and k.device == "cuda" and (k.name, ks[0]) in error]
+    others = [name for k in fastsgemm.kernels() if k.name not in ladder and k.name != "cublas" and k.device == "cuda"
+              for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs)) if (name, ks[0]) in error]
     header = [f"ladder rungs (`{ladder[0]}` and the rest)", "cuBLAS FP32", "ratio", *(f"`{n}`" for n in others)]
     lines = ["| K | " + " | ".join(header) + " |", "|---:|" + "---:|" * len(header)]
     for k in ks:

@@ -610,8 +610,9 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
         PyObject *configs = PyTuple_New(r->config_count);
         for (int j = 0; configs != NULL && j < r->config_count; ++j) {
             const fsg_config *c = &r->configs[j];
-            PyObject *config = Py_BuildValue("(ssLNO)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill),
-                                             c->launch_batch != NULL ? Py_True : Py_False);
+            PyObject *config = Py_BuildValue("(ssLNOs)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill),
+                                             c->launch_batch != NULL ? Py_True : Py_False,
+                                             c->precision != NULL ? c->precision : r->precision);
             if (config == NULL) Py_CLEAR(configs);
             else PyTuple_SET_ITEM(configs, j, config);
         }

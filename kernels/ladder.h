@@ -117,6 +117,9 @@ typedef struct fsg_config {
     int64_t max_dim;     /* largest m and n it accepts */
     fsg_fill fill;       /* how a long K is sliced (above) */
     fsg_batch_launcher launch_batch; /* a batch in one launch (NULL: product by product) */
+    /* NULL: the rung's precision. "near-fp32": within the FP32 bound but with an error above cuBLAS SGEMM's
+     * (ozaki's seven moduli), which kernel="auto" never runs. */
+    const char *precision;
 } fsg_config;
 
 typedef struct fsg_rung {

@@ -153,3 +153,15 @@ def test_the_shipped_table_gives_every_stack_a_batched_kernel():
     for name, (_, entries) in _tuning.tuned_devices().items():
         for count, size in [(256, 128), (64, 256), (8, 1024), (3, 4095), (1000, 8)]:
             assert _tuning.pick_batched(entries, size, size, size, count) in fastsgemm._registry.batched_candidates()
+
+
+def test_auto_never_runs_a_near_fp32_configuration():
+    """ozaki:7 stays within the FP32 bound, but its error is above cuBLAS FP32's (benchmarks/results/
+    numerics-h200.json): the registry marks it near-fp32, and neither the candidates nor any shipped choice
+    include it."""
+    near = {f"{k.name}:{c.name}" for k in fastsgemm.kernels() for c in k.configs if c.precision == "near-fp32"}
+    assert "ozaki:7" in near
+    assert not near & set(fastsgemm._registry.auto_candidates())
+    shipped = json.loads(_tuning.SHIPPED_TABLE.read_text())["devices"]
+    chosen = {shape["kernel"] for entry in shipped.values() for shape in entry["shapes"]}
+    assert not near & chosen
