@@ -617,11 +617,12 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
             else PyTuple_SET_ITEM(configs, j, config);
         }
         PyObject *item = configs == NULL ? NULL
-                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N,s:N,s:O}", "number", r->number, "name",
+                       : Py_BuildValue("{s:i,s:s,s:s,s:s,s:s,s:L,s:s,s:s,s:N,s:N,s:O,s:z}", "number", r->number, "name",
                                        r->name, "idea", r->idea, "device", r->device == FSG_DEVICE_CUDA ? "cuda" : "cpu",
                                        "source", r->source, "max_dim", (long long)r->max_dim, "sass", r->sass,
                                        "precision", r->precision, "fill", fill_tuple(&r->fill), "configs", configs,
-                                       "batched", r->launch_batch != NULL ? Py_True : Py_False);
+                                       "batched", r->launch_batch != NULL ? Py_True : Py_False, "not_for_auto",
+                                       r->not_for_auto);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;

@@ -136,6 +136,9 @@ typedef struct fsg_rung {
     const fsg_config *configs; /* its other configurations (NULL: none) */
     int config_count;
     fsg_batch_launcher launch_batch; /* its own configuration on a batch in one launch (NULL: product by product) */
+    /* NULL: kernel="auto" may run it and its configurations (if FP32-accurate). Otherwise why auto does not:
+     * its speed depends on the data, which auto, choosing by shape, cannot see (ozaki). */
+    const char *not_for_auto;
 } fsg_rung;
 
 /* The registry: the only list of rungs (kernels/support/registry.c). */

@@ -102,6 +102,40 @@ def test_some_rows_out_of_range_some_not(kernel, rng):
     assert frobenius_error(mine[ordinary], exact[ordinary]) < FP32_TOLERANCE
 
 
+def test_small_elements_carrying_the_weight_are_out_of_range():
+    """One large element sets the row's scale, so its other elements keep few bits (1/3 scaled by 2^4 rounds
+    from 5.33 to 5): where B weighs only them, kept on the INT8 path the result would be 6% off. The rounding
+    rule sends the row to dot products in double."""
+    k = 4096
+    A = np.full((8, k), np.float32(1.0 / 3.0))
+    A[0, 0] = 2.0**20
+    B = np.ones((k, 8), np.float32)
+    B[0] = 0.0
+    exact = reference(A, B)
+    mine = run("ozaki", A, B)
+    assert frobenius_error(mine, exact) < 1e-7
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("data", ["outlier column", "softmax rows"])
+def test_rows_weighted_by_small_elements_keep_fp32_accuracy(kernel, data, rng):
+    """Ordinary data with one column of A 1024x the rest, or rows of A that are softmax outputs (most of the
+    weight in a few elements, the rest spread over many binades): the rows whose rounding would cost more
+    than a few units of their last bit run in double, and the whole result stays within cuBLAS FP32's error."""
+    if data == "outlier column":
+        A = rng.uniform(-1, 1, (256, 2048)).astype(np.float32)
+        A[:, 7] *= 1024
+    else:
+        logits = 3 * rng.standard_normal((256, 2048))
+        A = np.exp(logits - logits.max(axis=1, keepdims=True))
+        A = (A / A.sum(axis=1, keepdims=True)).astype(np.float32)
+    B = random_matrix(rng, 2048, 192)
+    exact = reference(A, B)
+    mine, cublas = frobenius_error(run(kernel, A, B), exact), frobenius_error(run("cublas", A, B), exact)
+    bound = cublas if kernel == "ozaki" else FP32_TOLERANCE
+    assert mine <= bound, f"{kernel} {mine:.2e} against cuBLAS {cublas:.2e} ({data})"
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_inf_and_nan_as_numpy(kernel):
     A = np.ones((20, 24), np.float32)

@@ -33,16 +33,18 @@
  * 4096. K is cut into panels of at most kPanelK so that each panel keeps
  * those bits; panels add onto D in FP32.
  *
- * What it cannot represent. An element more than bits_a - 1 binades below its
- * row's largest rounds to 0 or 1 unit of the grid. A few such elements cost
- * nothing (their error is the grid's unit, as every element's is), but a row
- * of A (column of B) whose exponents spread so wide that they carry a
- * noticeable share of its magnitude (kLostShare), or that holds an Inf or a
- * NaN, is out of range: its outputs are computed instead by dot products in
- * double (reconstruct_kernel's other branch, fix_columns_kernel), which give
- * IEEE Inf and NaN as numpy.matmul does and FP32 accuracy at any exponent
- * range. Ordinary data keeps the tensor cores; an input whose every row is
- * out of range runs at the speed of a naive kernel, but right.
+ * What it cannot represent. An element r binades below its row's largest
+ * keeps only bits_a - r bits. In an ordinary row the small elements weigh
+ * little and the row's error stays near 2^-bits_a of its magnitude; but a row
+ * of A (column of B) whose small elements carry its weight (an outlier among
+ * small values, a softmax row, exponents spread wide: its rounding errors sum
+ * to more than kRoundingShare units of 2^-bits of its magnitude), or that
+ * holds an Inf or a NaN, is out of range: its outputs are computed instead by
+ * dot products in double (reconstruct_kernel's other branch,
+ * fix_columns_kernel), which give IEEE Inf and NaN as numpy.matmul does and
+ * FP32 accuracy at any exponent range, at the speed of a naive kernel for
+ * those rows. So the rung's speed depends on the data, and auto does not run
+ * it (registry.c).
  *
  * Tile parameters: the GEMM is rung 14's pipeline on 8-bit data. A packed
  * tile is 128 rows x 128 k of int8: 16 KiB, rows of 128 bytes in the same
@@ -53,8 +55,14 @@
  * at each modulus's first k-step and write its residues after its last.
  *
  * Limits: sm_90a; a workspace of about n (M + N) K + n M N bytes per panel;
- * a call whose workspace cannot be had runs tf32x3. Configurations: the
- * number of moduli (ozaki: 8, ozaki:7: 7, fewer bits, less work).
+ * a call whose workspace cannot be had runs tf32x3. Split-K's slices (a
+ * small output, a long K) run one after another, each a product of its own.
+ * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
+ * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
+ *
+ * Next: the GEMM runs at 63% of the INT8 peak (benchmarks/NOTES.md); its
+ * epilogue after each modulus stops the tensor cores, and the four passes
+ * move residues through DRAM that a fused reconstruction would not.
  */
 #ifndef FASTSGEMM_LADDER_17_OZAKI
 #define FASTSGEMM_LADDER_17_OZAKI
@@ -105,10 +113,12 @@ struct Rows {
     bool along_k;
 };
 
-/* How much of a row's magnitude the integer grid may round away before the row is out of range: 2^-30 of
- * its sum of magnitudes, far below FP32's own unit, and far above what an ordinary row loses (its few
- * elements below the grid hold well under 2^-24 / K of its sum). */
-constexpr double kLostShare = 0x1p-30;
+/* How much rounding to the integer grid a row may take before it is out of range: its rounding errors,
+ * summed, may reach kRoundingShare units of the grid's last bit (2^-bits) of its sum of magnitudes. An
+ * ordinary row takes 0.7 (uniform data) to 1.7 (normal data) such units: a quarter unit per element, against
+ * elements a fifth to a half of the largest. A row whose small elements carry its weight, so that they keep
+ * few bits (an outlier among small values, a softmax row, exponents spread wide), takes more. */
+constexpr double kRoundingShare = 4.0;
 
 /* The rows' sums over one lane's share of k, then over the lanes of a row: a warp's (along k: shuffles) or,
  * across k, the 8 warps' of a block (through shared memory, the total back to every warp). */
@@ -133,11 +143,10 @@ __device__ __forceinline__ T whole_row(const RowScan &scan, T mine, Combine comb
 
 /* Rows of A, then of B: shift[row] = bits - 1 - (exponent of the row's largest finite element), so that
  * scaling by 2^shift puts that element in [2^(bits-1), 2^bits). out_of_range[row] = 1 where the row holds an
- * Inf or a NaN, or where its elements below the integer grid's unit (scaled below 1, so rounded to 0 or 1)
- * carry more than kLostShare of its sum of magnitudes: a row whose exponents spread wider than the bits can
- * follow. Two passes over the row (the second mostly from L2): the largest, then the sums below and above the
- * grid's unit. A row along k is one warp's; rows across k are one lane's each, 32 to a block, the block's 8
- * warps taking every 8th k. */
+ * Inf or a NaN, or where its scaled elements' rounding errors sum to more than kRoundingShare 2^-bits of their
+ * sum of magnitudes. Two passes over the row (the second mostly from L2): the largest, then the sums. A row
+ * along k is one warp's; rows across k are one lane's each, 32 to a block, the block's 8 warps taking every
+ * 8th k. */
 template <int = 0>  // a template, as every kernel of a rung file that a later rung may include
 __global__ void __launch_bounds__(kScaleThreads) scale_kernel(Rows a, Rows b, int64_t depth, int bits_a,
                                                               int bits_b, int *shift, uint8_t *out_of_range) {
@@ -168,20 +177,21 @@ __global__ void __launch_bounds__(kScaleThreads) scale_kernel(Rows a, Rows b, in
     largest = whole_row(scan, largest, [](float x, float y) { return fmaxf(x, y); }, largest_of);
     special = whole_row(scan, (float)special, [](float x, float y) { return fmaxf(x, y); }, largest_of) != 0.0f;
     const int top = largest > 0.0f ? ilogbf(largest) : 0;
-    const float unit = ldexpf(1.0f, top - bits + 1);  // the grid's unit, in the row's own scale (0 if below FP32)
-    double total = 0.0, lost = 0.0;
+    const int row_shift = largest > 0.0f ? bits - 1 - top : 0;
+    const double scale = __longlong_as_double((int64_t)(1023 + row_shift) << 52);  // 2^row_shift, as slice_kernel's
+    double total = 0.0, rounding = 0.0;  // of the scaled elements: sizes, and what rounding to integers moves them
     for (int64_t k = k_first; k < end; k += k_step) {
-        const float size = fabsf(src[k * k_pitch]);
+        const double size = fabs((double)src[k * k_pitch]) * scale;
         if (size < INFINITY) {
             total += size;
-            if (size < unit) lost += size;
+            rounding += fabs(rint(size) - size);
         }
     }
     total = whole_row(scan, total, [](double x, double y) { return x + y; }, sum_of);
-    lost = whole_row(scan, lost, [](double x, double y) { return x + y; }, sum_of);
+    rounding = whole_row(scan, rounding, [](double x, double y) { return x + y; }, sum_of);
     if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
-    shift[first + row] = largest > 0.0f ? bits - 1 - top : 0;
-    out_of_range[first + row] = special || lost > kLostShare * total;
+    shift[first + row] = row_shift;
+    out_of_range[first + row] = special || rounding > kRoundingShare * ldexp(1.0, -bits) * total;
 }
 
 // ---- pass 2: the scaled integers' residues, packed ----

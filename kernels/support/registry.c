@@ -277,6 +277,8 @@ const fsg_rung fsg_rungs[] = {
         .max_dim = GRID_Y_LIMIT(64),
         FILL(128, 256, 1),
         CONFIGS(ozaki_configs),
+        .not_for_auto = "its speed depends on the data: a row whose small elements carry its weight (an outlier, "
+                        "a softmax row, exponents spread wide) runs as dot products in double",
     },
     {
         .number = -1,

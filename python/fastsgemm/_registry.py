@@ -38,12 +38,14 @@ class KernelInfo(NamedTuple):
     # A stack of products (fastsgemm.matmul) runs in one launch: the product index is a grid dimension (the wgmma
     # rungs) or cuBLAS's strided-batched call. False: the stack runs product by product, a launch each.
     batched: bool = False
+    # Why kernel="auto" never runs it (its speed depends on the data, which auto cannot see), or None.
+    not_for_auto: str | None = None
 
 
 REGISTRY = tuple(
     KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
                tuple(r["sass"].split()), r["precision"], tuple(KernelConfig(*c) for c in r["configs"]), r["fill"],
-               r["batched"])
+               r["batched"], r["not_for_auto"])
     for r in _sgemm.rungs()
 )
 INDEX = {info.name: i for i, info in enumerate(REGISTRY)}
@@ -118,7 +120,7 @@ def auto_candidates() -> dict:
     configurations."""
     candidates = {}
     for info in REGISTRY:
-        if info.device == "cuda" and info.precision == "fp32":
+        if info.device == "cuda" and info.precision == "fp32" and info.not_for_auto is None:
             candidates[info.name] = info.max_dim
             candidates.update({f"{info.name}:{c.name}": c.max_dim for c in info.configs if c.precision == "fp32"})
     return candidates
@@ -128,7 +130,7 @@ def batched_candidates() -> set:
     """The kernels auto may run (auto_candidates) that run a stack of products in one launch."""
     batched = set()
     for info in REGISTRY:
-        if info.device == "cuda" and info.precision == "fp32":
+        if info.device == "cuda" and info.precision == "fp32" and info.not_for_auto is None:
             batched.update([info.name] if info.batched else [])
             batched.update(f"{info.name}:{c.name}" for c in info.configs if c.batched and c.precision == "fp32")
     return batched
