@@ -38,7 +38,8 @@
  * little and the row's error stays near 2^-bits_a of its magnitude; but a row
  * of A (column of B) whose small elements carry its weight (an outlier among
  * small values, a softmax row, exponents spread wide: its rounding errors sum
- * to more than kRoundingShare units of 2^-bits of its magnitude), or that
+ * to more than kRoundingShare units of 2^-bits of its magnitude, or it loses
+ * more than kLostShare of its magnitude outright), or that
  * holds an Inf or a NaN, is out of range: its outputs are computed instead by
  * dot products in double (reconstruct_kernel's other branch,
  * fix_columns_kernel), which give IEEE Inf and NaN as numpy.matmul does and
@@ -119,6 +120,11 @@ struct Rows {
  * elements a fifth to a half of the largest. A row whose small elements carry its weight, so that they keep
  * few bits (an outlier among small values, a softmax row, exponents spread wide), takes more. */
 constexpr double kRoundingShare = 4.0;
+/* And how much of its magnitude it may lose outright, in elements scaled below one unit of the grid: 2^-30,
+ * far below FP32's own unit. Where the bits are many (26 each at K = 512) a row whose exponents spread over
+ * 2^80 rounds most of its elements exactly, and its rounding share can stay under kRoundingShare; but its
+ * elements lost outright weigh far more than this. */
+constexpr double kLostShare = 0x1p-30;
 
 /* The rows' sums over one lane's share of k, then over the lanes of a row: a warp's (along k: shuffles) or,
  * across k, the 8 warps' of a block (through shared memory, the total back to every warp). */
@@ -144,7 +150,7 @@ __device__ __forceinline__ T whole_row(const RowScan &scan, T mine, Combine comb
 /* Rows of A, then of B: shift[row] = bits - 1 - (exponent of the row's largest finite element), so that
  * scaling by 2^shift puts that element in [2^(bits-1), 2^bits). out_of_range[row] = 1 where the row holds an
  * Inf or a NaN, or where its scaled elements' rounding errors sum to more than kRoundingShare 2^-bits of their
- * sum of magnitudes. Two passes over the row (the second mostly from L2): the largest, then the sums. A row
+ * sum of magnitudes, or those scaled below one unit to more than kLostShare of it. Two passes over the row (the second mostly from L2): the largest, then the sums. A row
  * along k is one warp's; rows across k are one lane's each, 32 to a block, the block's 8 warps taking every
  * 8th k. */
 template <int = 0>  // a template, as every kernel of a rung file that a later rung may include
@@ -179,19 +185,24 @@ __global__ void __launch_bounds__(kScaleThreads) scale_kernel(Rows a, Rows b, in
     const int top = largest > 0.0f ? ilogbf(largest) : 0;
     const int row_shift = largest > 0.0f ? bits - 1 - top : 0;
     const double scale = __longlong_as_double((int64_t)(1023 + row_shift) << 52);  // 2^row_shift, as slice_kernel's
-    double total = 0.0, rounding = 0.0;  // of the scaled elements: sizes, and what rounding to integers moves them
+    // Of the scaled elements: their sizes, what rounding to integers moves them, and the sizes below one unit.
+    double total = 0.0, rounding = 0.0, lost = 0.0;
     for (int64_t k = k_first; k < end; k += k_step) {
         const double size = fabs((double)src[k * k_pitch]) * scale;
         if (size < INFINITY) {
             total += size;
             rounding += fabs(rint(size) - size);
+            if (size < 1.0) lost += size;
         }
     }
-    total = whole_row(scan, total, [](double x, double y) { return x + y; }, sum_of);
-    rounding = whole_row(scan, rounding, [](double x, double y) { return x + y; }, sum_of);
+    const auto add = [](double x, double y) { return x + y; };
+    total = whole_row(scan, total, add, sum_of);
+    rounding = whole_row(scan, rounding, add, sum_of);
+    lost = whole_row(scan, lost, add, sum_of);
     if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
     shift[first + row] = row_shift;
-    out_of_range[first + row] = special || rounding > kRoundingShare * ldexp(1.0, -bits) * total;
+    out_of_range[first + row] =
+        special || rounding > kRoundingShare * ldexp(1.0, -bits) * total || lost > kLostShare * total;
 }
 
 // ---- pass 2: the scaled integers' residues, packed ----
