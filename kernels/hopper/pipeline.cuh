@@ -30,19 +30,25 @@ constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
     return (size_t)stages * stage_floats * sizeof(float) + 2 * (size_t)stages * sizeof(uint64_t);
 }
 
-/* The epilogue: a consumer warpgroup's 64 x N result of wgmma m64nN (N = 128
- * unless given), whose top-left element is D(row0, col0), into D through
- * store_d. A thread's accumulator i (of N / 2) is element i % 4 of n8 block
- * i / 4 in the m16n8 fragment layout; value(i) is what to store for it. */
-template <int N = 128, typename Value>
-__device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+/* Where a consumer warpgroup's 64 x N result of wgmma m64nN (N = 128 unless
+ * given) lies, its top-left element at (row0, col0): visit(i, row, col) for
+ * each of the thread's accumulators. Accumulator i (of N / 2) is element
+ * i % 4 of n8 block i / 4 in the m16n8 fragment layout. */
+template <int N = 128, typename Visit>
+__device__ __forceinline__ void for_each_accumulator(int64_t row0, int64_t col0, Visit &&visit) {
     const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
     const int64_t first_row = row0 + warp * 16 + lane / 4, first_col = col0 + 2 * (lane % 4);
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-        const int64_t row = first_row + 8 * ((i % 4) / 2), col = first_col + 8 * (i / 4) + i % 2;
+    for (int i = 0; i < N / 2; ++i) visit(i, first_row + 8 * ((i % 4) / 2), first_col + 8 * (i / 4) + i % 2);
+}
+
+/* The epilogue: that result, whose top-left element is D(row0, col0), into D
+ * through store_d; value(i) is what to store for accumulator i. */
+template <int N = 128, typename Value>
+__device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    for_each_accumulator<N>(row0, col0, [&](int i, int64_t row, int64_t col) {
         if (row < g.m && col < g.n) store_d(g, row, col, value(i));
-    }
+    });
 }
 
 /* What both Hopper kernels do first, every thread of the block: carve the

@@ -125,8 +125,10 @@ __device__ __forceinline__ void split_fragments(const float *raw_a, int row, int
  * from this thread's fragments, B hi and lo (BN rows, K-major) from shared
  * memory: part (+)= hi_a hi_b (afresh at the tile's first k-step), corr +=
  * lo_a hi_b + hi_a lo_b, in rung 15's order; issued, then waited for. The
- * fragments are kept unchanged until the wait: the wgmmas read them as they run. */
-template <int STEPS, int HALF_BN>
+ * fragments are kept unchanged until the wait: the wgmmas read them as they run.
+ * LO_B_FIRST adds the two corrections the other way round: rung 18 multiplies
+ * B^T A^T, where its register operand is B, and so keeps rung 15's order. */
+template <int STEPS, int HALF_BN, bool LO_B_FIRST = false>
 __device__ __forceinline__ void three_products(float (&part)[HALF_BN], float (&corr)[HALF_BN],
                                                uint32_t (&a_hi)[STEPS][4], uint32_t (&a_lo)[STEPS][4],
                                                const float *b_hi, const float *b_lo, int first_step) {
@@ -136,8 +138,13 @@ __device__ __forceinline__ void three_products(float (&part)[HALF_BN], float (&c
         const int ks = first_step + j;
         const uint64_t db = descriptor(b_hi + 8 * ks);
         wgmma_64xNx8_rs(part, a_hi[j], db, ks > 0);
-        wgmma_64xNx8_rs(corr, a_lo[j], db, 1);
-        wgmma_64xNx8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+        if constexpr (LO_B_FIRST) {
+            wgmma_64xNx8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+            wgmma_64xNx8_rs(corr, a_lo[j], db, 1);
+        } else {
+            wgmma_64xNx8_rs(corr, a_lo[j], db, 1);
+            wgmma_64xNx8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+        }
     }
     wgmma_commit();
     wgmma_wait_all();

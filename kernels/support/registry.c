@@ -281,6 +281,21 @@ const fsg_rung fsg_rungs[] = {
                         "a softmax row, exponents spread wide) runs as dot products in double",
     },
     {
+        .number = 18,
+        .name = "tf32x3_inplace",
+        .idea = "rung 16 with no pack pass: both operands raw by tensor copies, the k-contiguous one split in place "
+                "in shared memory, the other in registers, B^T A^T where that one is A (tf32x3_regs:direct where "
+                "neither is k-contiguous or aligned; tf32x3_mma where wgmma is not had)",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/ladder/18_tf32x3_inplace.cu",
+        .launch = fsg_tf32x3_inplace_sgemm,
+        .sass = "HGMMA",
+        .precision = "fp32",
+        .max_dim = GRID_Y_LIMIT(64),
+        FILL(128, 128, 1),
+        .launch_batch = fsg_tf32x3_inplace_batch_sgemm,
+    },
+    {
         .number = -1,
         .name = "cublas",
         .idea = "cuBLAS SGEMM in true FP32 (CUBLAS_COMPUTE_32F, never TF32): the yardstick",

@@ -1,0 +1,345 @@
+/*
+ * Rung 18, tf32x3_inplace: rung 16's three products with no pack pass. Both
+ * operands arrive raw by tensor copies; the one wgmma reads from shared memory
+ * is split there, in place, and the other in the consumers' registers.
+ *
+ * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
+ * rung 13 (tf32x3_mma), as rungs 15 and 16 do.
+ *
+ * Where the time went. Rung 16 packs B (hi and lo, in wgmma's K-major tiles)
+ * in a pass of its own: B read, 2 x B written and read back, through DRAM,
+ * before the GEMM starts. For a stack of small products that pass is a third
+ * of the call (8 x 1024^3: 25 of 191 us on the H200). Its direct path has no
+ * pack pass, but its producer warps copy and split B chunk by chunk, with
+ * the address work of every chunk, and those instructions set its pace (81
+ * TFLOP/s at 4096^3 against 125 packed; benchmarks/NOTES.md).
+ *
+ * The idea. wgmma wants its shared-memory operand K-major; the register
+ * operand may lie any way, since each thread loads its own fragment. So:
+ *   - The operand in shared memory (S) is one whose k is contiguous in the
+ *     caller's matrix. The copy engine lands its 128 x 32 tile in the
+ *     128-byte swizzle, which is already wgmma's operand layout. A split
+ *     warpgroup then rewrites that tile in place: each 16-byte chunk read
+ *     once, hi written back where it was, lo into a second tile at the same
+ *     offset. No transpose and no address work: thread p takes chunks p,
+ *     p + 128, ... of 16 KiB.
+ *   - The other operand (R) is split in the consumers' registers as rung 16
+ *     splits A: read raw from the copy engine's tile, in whatever layout
+ *     the caller's matrix has.
+ *   - Which is which: B^T is S where B is column-major (k contiguous); where
+ *     B is row-major (numpy's default, with A row-major too), the kernel
+ *     computes D^T = B^T A^T instead: S is A, R is B, and the epilogue
+ *     writes each result to D transposed. A column-major A with a
+ *     row-major B has no k-contiguous operand: rung 16's direct path runs it.
+ * DRAM sees each operand tile once per use and nothing written but D. The
+ * split, the products and the order of the sums are rung 15's (the two
+ * corrections are added in rung 15's order in either orientation), so the
+ * result is the same, bit for bit, as tf32x3's (tests/test_inplace.py).
+ *
+ * The block: a producer warpgroup (one thread issues the tensor copies, as
+ * far ahead as the stages allow; three warps split); two consumer
+ * warpgroups as rung 16's (64 rows of
+ * R each, m64n128k8 with R's fragments from registers). Three barriers a
+ * stage: `landed` (the copies' bytes), `full` (S split) and `empty` (the
+ * consumers' wgmmas are done with the stage). Persistent grid: one block per
+ * SM, each taking the output tiles of every product or split-K slice
+ * gridDim.x apart; the copies and splits run on into the next tile while the
+ * consumers store the last one.
+ *
+ * Tile parameters: 128 x 128 x 32 output tile; a stage holds S (hi after the
+ * split), S lo and raw R, 48 KiB; four stages.
+ *
+ * Limits: the tensor copies need 16-byte aligned matrices whose leading
+ * dimension and batch steps are multiples of 4 floats, and a k-contiguous
+ * operand. Anything else runs rung 16's direct path (the same numbers, bit
+ * for bit, with alpha 1 and beta 0); wgmma-less devices run tf32x3_mma.
+ */
+#ifndef FASTSGEMM_LADDER_18_TF32X3_INPLACE
+#define FASTSGEMM_LADDER_18_TF32X3_INPLACE
+
+#include "ladder/16_tf32x3_regs.cu"  // and through it rungs 13-15: the split, the sums, the pipeline, tensor maps
+
+namespace fsg {
+namespace hopper {
+namespace tf32x3_inplace {
+
+// ---- tile parameters ----
+constexpr int kTile = 128;                     // output tile: 128 rows of R x 128 rows of S
+constexpr int kPartFloats = kTile * kBK;       // one 128 x 32 tile of FP32: 16 KiB
+constexpr int kStageFloats = 3 * kPartFloats;  // S (hi once split), S lo, raw R
+constexpr int kStages = 4;
+constexpr int kSplitThreads = 96;          // warps 1-3 of the producer warpgroup (warp 0: the copies)
+constexpr int kStepsAtOnce = 2;            // R's fragments of two k-steps held at once, as rung 16's
+constexpr int kBoxRows = 32;               // a row-contiguous R comes in boxes of 32 rows x 32 k (128 bytes wide)
+
+struct Layout {
+    static constexpr size_t kRingBytes = pipeline_smem_bytes(kStages, kStageFloats);  // stages, full, empty
+    static constexpr size_t kSmemBytes = kRingBytes + kStages * sizeof(uint64_t);     // then `landed`
+    static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
+};
+
+// ---- kernel ----
+/* Element (r, k) of raw R's 128 x 32 tile. Along k (R's rows k-contiguous in
+ * memory): one tensor box, rung 16's layout (operand_offset). Otherwise four
+ * boxes of 32 rows, each 32 lines of k of 128 bytes, chunks swizzled by k % 8. */
+template <bool R_ALONG_K>
+__device__ __forceinline__ int raw_r_offset(int r, int k) {
+    if constexpr (R_ALONG_K) return operand_offset(r, k);
+    else return (r / kBoxRows) * kBoxRows * kBK + k * kBoxRows + ((((r % kBoxRows) / 4) ^ (k % 8)) * 4) + r % 4;
+}
+
+/* A consumer thread's fragments of R for k-steps first_step .. + STEPS - 1,
+ * split as the pack pass splits (hi + lo = R, both TF32), in wgmma's register
+ * layout: rows row and row + 8, k col and col + 4 of each k-step. Along k it is
+ * rung 16's code; across, a row-contiguous R puts the thread's rows r and r + 8
+ * in one box (r % 32 < 24), and k % 8 is col or col + 4, so the four bases are
+ * fixed and each k-step moves them by 8 lines. A quarter warp's reads meet 16
+ * banks there (two lines of k share the chunk positions): a two-way conflict. */
+template <bool R_ALONG_K, int STEPS>
+__device__ __forceinline__ void split_r_fragments(const float *raw_r, int row, int col, int first_step,
+                                                  uint32_t (&hi)[STEPS][4], uint32_t (&lo)[STEPS][4]) {
+    if constexpr (R_ALONG_K) {
+        tf32x3_regs::split_fragments<false, STEPS>(raw_r, row, col, first_step, hi, lo);
+    } else {
+#pragma unroll
+        for (int j = 0; j < STEPS; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int k = 8 * (first_step + j) + col + 4 * (i / 2);
+                split_rn(raw_r[raw_r_offset<false>(row + 8 * (i % 2), k)], hi[j][i], lo[j][i]);
+            }
+    }
+}
+
+/* The split warps' share of a stage: S's 128 x 32 tile, as the copy engine
+ * landed it, rewritten in place as hi, with lo at the same offset of s_lo.
+ * Split thread p takes 16-byte chunks p, p + 96, ...: a warp's reads and
+ * writes are 512 contiguous bytes, all banks. */
+__device__ __forceinline__ void split_in_place(float *s, float *s_lo, int p) {
+    constexpr int kChunks = kPartFloats / 4;
+#pragma unroll
+    for (int j = 0; j < (kChunks + kSplitThreads - 1) / kSplitThreads; ++j) {
+        if (p + kSplitThreads * j >= kChunks) break;
+        const int at = 4 * (p + kSplitThreads * j);
+        const float4 x = *reinterpret_cast<const float4 *>(s + at);
+        uint32_t h[4], l[4];
+        split_rn(x.x, h[0], l[0]);
+        split_rn(x.y, h[1], l[1]);
+        split_rn(x.z, h[2], l[2]);
+        split_rn(x.w, h[3], l[3]);
+        *reinterpret_cast<uint4 *>(s + at) = make_uint4(h[0], h[1], h[2], h[3]);
+        *reinterpret_cast<uint4 *>(s_lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
+/* What the kernel needs of the orientation: R and S's tensor maps (x is each
+ * matrix's contiguous direction, z the product), and which of them are the
+ * products' own (a coordinate z per product) rather than shared. */
+struct Operands {
+    int64_t rows_r, rows_s;  // the output tile grid: rows of R x rows of S
+    bool own_r, own_s;
+};
+
+/* The consumers' epilogue for one 64 x 128 slice of an output tile whose
+ * top-left element is O(row0, col0), O = R S^T: O is D, or D^T where the
+ * kernel runs transposed (each result then goes to D(col, row), with C read
+ * there too). */
+template <bool TRANSPOSED, typename Value>
+__device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    if constexpr (TRANSPOSED) {
+        for_each_accumulator<kTile>(row0, col0, [&](int i, int64_t row, int64_t col) {
+            if (col < g.m && row < g.n) store_d(g, col, row, value(i));
+        });
+    } else {
+        store_slice<kTile>(g, row0, col0, value);
+    }
+}
+
+/* One block: the producer warpgroup (thread 0 the copies, warps 1-3 the
+ * split), then two consumer warpgroups. R_ALONG_K: R's rows are k-contiguous in memory.
+ * TRANSPOSED: R is B^T and S is A (the result is D^T); otherwise R is A and
+ * S is B^T. `items`: the output tiles of every slice or product. */
+template <bool R_ALONG_K, bool TRANSPOSED>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tf32x3_inplace_kernel(const __grid_constant__ CUtensorMap r_map, const __grid_constant__ CUtensorMap s_map,
+                                fsg_gemm problem, fsg_batch batch, Operands operands, int64_t items) {
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
+    uint64_t *landed = reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(smem) + Layout::kRingBytes);
+    if (threadIdx.x == 0)  // before start_ring's fence and __syncthreads
+        for (int s = 0; s < kStages; ++s) mbarrier_init(&landed[s], 1);
+    const StageRing ring = start_ring<kStages, kStageFloats, kSplitThreads>(smem);
+    float *const stages = ring.stages;
+    uint64_t *const full = ring.full, *const empty = ring.empty;
+    const int tiles_r = (int)ceil_div(operands.rows_r, kTile), tiles_s = (int)ceil_div(operands.rows_s, kTile);
+    const int tid = threadIdx.x;
+    const bool in_batch = batch.count > 1;
+    auto depth_tiles = [&](int64_t z) { return (int)ceil_div(slice_or_product(problem, batch, z).k, kBK); };
+
+    if (tid < 128) {
+        registers_down<kProducerRegisters>();
+        if (tid == 0) {
+            // The copies: tile q of this block's sequence (its items' k-tiles, one after another) into stage
+            // q % kStages, once the consumers are done with tile q - kStages there. A thread of its own, so that
+            // the copies run as far ahead as the stages allow while the split warps wait for bytes.
+            int64_t q = 0;
+            for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+                const WorkItem w = work_item(item, tiles_r, tiles_s);
+                const int count = depth_tiles(w.z);
+                const int product = in_batch ? (int)w.z : 0, r0 = w.tile_m * kTile, s0 = w.tile_n * kTile;
+                const int r_product = operands.own_r ? product : 0, s_product = operands.own_s ? product : 0;
+                const int64_t k0 = in_batch ? 0 : w.z * problem.k_slice;  // a split-K slice's first k
+                for (int t = 0; t < count; ++t, ++q) {
+                    const int s = (int)(q % kStages), k = (int)(k0 + (int64_t)t * kBK);
+                    if (q >= kStages) mbarrier_wait(&empty[s], (int)(q / kStages - 1) & 1);
+                    float *stage = stages + s * kStageFloats, *raw_r = stage + 2 * kPartFloats;
+                    mbarrier_arrive_expect(&landed[s], 2 * kPartFloats * sizeof(float));
+                    tensor_load_3d(stage, &s_map, k, s0, s_product, &landed[s]);
+                    if constexpr (R_ALONG_K) {
+                        tensor_load_3d(raw_r, &r_map, k, r0, r_product, &landed[s]);
+                    } else {
+#pragma unroll
+                        for (int box = 0; box < kTile / kBoxRows; ++box)
+                            tensor_load_3d(raw_r + box * kBoxRows * kBK, &r_map, r0 + box * kBoxRows, k, r_product,
+                                           &landed[s]);
+                    }
+                }
+            }
+        } else if (tid >= 32) {
+            // The split: each tile as soon as its bytes have landed.
+            int64_t at = 0;
+            for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+                const int count = depth_tiles(work_item(item, tiles_r, tiles_s).z);
+                for (int t = 0; t < count; ++t, ++at) {
+                    const int s = (int)(at % kStages);
+                    mbarrier_wait(&landed[s], (int)(at / kStages) & 1);
+                    float *stage = stages + s * kStageFloats;
+                    split_in_place(stage, stage + kPartFloats, tid - 32);
+                    fence_proxy_async();  // these stores, before the consumers' wgmmas read them
+                    mbarrier_arrive(&full[s]);
+                }
+            }
+        }
+    } else {
+        registers_up<kConsumerRegisters>();
+        const int consumer = tid / 128 - 1, warp = (tid % 128) / 32, lane = tid % 32;
+        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as rung 16's
+        int64_t at = 0;  // the tile's place in the stages' sequence
+        for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+            const WorkItem w = work_item(item, tiles_r, tiles_s);
+            const fsg_gemm g = slice_or_product(problem, batch, w.z);
+            const int count = (int)ceil_div(g.k, kBK);
+            float corr[64] = {}, main[64] = {}, part[64];  // as rung 16's
+            for (int t = 0; t < count; ++t, ++at) {
+                const int s = (int)(at % kStages), parity = (int)(at / kStages) & 1;
+                mbarrier_wait(&full[s], parity);
+                mbarrier_wait(&landed[s], parity);  // R's bytes: done already (S's split waited on it)
+                const float *s_hi = stages + s * kStageFloats, *s_lo = s_hi + kPartFloats;
+                const float *raw_r = s_lo + kPartFloats;
+#pragma unroll
+                for (int half = 0; half < tf32x3_regs::kKSteps / kStepsAtOnce; ++half) {
+                    uint32_t r_hi[kStepsAtOnce][4], r_lo[kStepsAtOnce][4];
+                    split_r_fragments<R_ALONG_K>(raw_r, row, col, half * kStepsAtOnce, r_hi, r_lo);
+                    tf32x3_regs::three_products<kStepsAtOnce, 64, TRANSPOSED>(part, corr, r_hi, r_lo, s_hi, s_lo,
+                                                                             half * kStepsAtOnce);
+                }
+                mbarrier_arrive(&empty[s]);
+#pragma unroll
+                for (int i = 0; i < 64; ++i) main[i] += part[i];
+            }
+            store_output<TRANSPOSED>(g, (int64_t)w.tile_m * kTile + consumer * kWgRows, (int64_t)w.tile_n * kTile,
+                                     [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+        }
+    }
+}
+
+// ---- launcher ----
+/* A tensor map of one operand: `along` elements in its contiguous direction,
+ * `across` lines of ld floats, `products` matrices `step` floats apart (1
+ * where the products share it), boxes of box_along x box_across in the
+ * 128-byte swizzle, zeros outside. False where the copy engine cannot read it
+ * so: an address or a stride that is not a multiple of 16 bytes, coordinates
+ * past an int, or no encoder. */
+inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t across, int64_t products, int64_t step,
+                        int box_along, int box_across, CUtensorMap *map) {
+    const int64_t limit = INT32_MAX - kTile;  // the largest coordinate a tile may start at, and its box's reach
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || ld % 4 != 0 || ld < along ||
+        (products > 1 && (step <= 0 || step % 4 != 0)) || along > limit || across > limit || products > INT32_MAX)
+        return false;
+    const tf32x3_regs::EncodeTiled encode = tf32x3_regs::encode_tiled();
+    if (encode == nullptr) return false;
+    const cuuint64_t sizes[3] = {(cuuint64_t)along, (cuuint64_t)across, (cuuint64_t)products};
+    const cuuint64_t line = (cuuint64_t)ld * sizeof(float);
+    const cuuint64_t strides[2] = {line, products > 1 ? (cuuint64_t)step * sizeof(float) : line};
+    const cuuint32_t box[3] = {(cuuint32_t)box_along, (cuuint32_t)box_across, 1}, unit[3] = {1, 1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float *>(p), sizes, strides, box, unit,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* This rung on one product, a batch or split-K's slices. *launched stays
+ * false where it declines: k == 0, no k-contiguous operand, or a matrix the
+ * copy engine cannot read (operand_map). */
+inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    if (g->k == 0 || (g->a_trans && !g->b_trans) || g->k_slice % kBK != 0 || batch.count > kFsgMaxBatch)
+        return cudaSuccess;
+    const bool transposed = !g->b_trans;  // B row-major: then A is row-major (above), and S is A
+    const bool in_batch = batch.count > 1;
+    const bool own_a = in_batch && batch.step_a != 0, own_b = in_batch && batch.step_b != 0;
+    const int64_t products_a = own_a ? batch.count : 1, products_b = own_b ? batch.count : 1;
+    Operands operands;
+    CUtensorMap r_map, s_map;
+    bool mapped;
+    if (transposed) {  // S = A (k contiguous), R = B^T: B row-major, its rows of n contiguous
+        operands = {g->n, g->m, own_b, own_a};
+        mapped = operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, kTile, &s_map) &&
+                 operand_map(g->b, g->ldb, g->n, g->k, products_b, batch.step_b, kBoxRows, kBK, &r_map);
+    } else {  // S = B^T (B column-major: k contiguous), R = A either way
+        operands = {g->m, g->n, own_a, own_b};
+        mapped = operand_map(g->b, g->ldb, g->k, g->n, products_b, batch.step_b, kBK, kTile, &s_map) &&
+                 (g->a_trans ? operand_map(g->a, g->lda, g->m, g->k, products_a, batch.step_a, kBoxRows, kBK, &r_map)
+                             : operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, kTile, &r_map));
+    }
+    const int64_t tiles = ceil_div(operands.rows_r, kTile) * ceil_div(operands.rows_s, kTile);
+    if (!mapped || tiles > INT32_MAX) return cudaSuccess;
+    int device, sms;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+    const int64_t items = tiles * grid_z(*g, batch);
+    const dim3 grid((unsigned)(items < sms ? items : sms));
+    auto run = [&](auto kernel) {
+        launch_with_smem(kernel, grid, kThreads, Layout::kSmemBytes, stream, r_map, s_map, *g, batch, operands, items);
+    };
+    if (transposed) run(wgmma_tf32x3_inplace_kernel<false, true>);
+    else if (g->a_trans) run(wgmma_tf32x3_inplace_kernel<false, false>);
+    else run(wgmma_tf32x3_inplace_kernel<true, false>);
+    *launched = true;
+    return cudaGetLastError();
+}
+
+/* Where this rung declines, rung 16's direct path: no pack pass either, the same numbers. */
+inline cudaError_t launch_else_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    const cudaError_t err = launch(g, batch, stream, launched);
+    if (err != cudaSuccess || *launched) return err;
+    return tf32x3_regs::launch_direct(g, batch, stream, launched);
+}
+
+}  // namespace tf32x3_inplace
+}  // namespace hopper
+}  // namespace fsg
+
+// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
+extern "C" cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg_tf32x3_inplace_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+/* A batch: every product's output tiles on one persistent grid, a shared operand read where it lies. */
+extern "C" cudaError_t fsg_tf32x3_inplace_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3_inplace::launch_else_direct,
+                                            fsg_tf32x3_mma_sgemm);
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_18_TF32X3_INPLACE */
