@@ -41,6 +41,15 @@ __device__ __forceinline__ void for_each_accumulator(int64_t row0, int64_t col0,
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) visit(i, first_row + 8 * ((i % 4) / 2), first_col + 8 * (i / 4) + i % 2);
 }
+/* for_each_accumulator's position of accumulator 0 (the others lie at fixed offsets from it). Not used by
+ * for_each_accumulator itself: written that way, nvcc allocated rung 16's direct kernel's registers otherwise. */
+struct Position {
+    int64_t row, col;
+};
+__device__ __forceinline__ Position first_accumulator(int64_t row0, int64_t col0) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    return {row0 + warp * 16 + lane / 4, col0 + 2 * (lane % 4)};
+}
 
 /* The epilogue: that result, whose top-left element is D(row0, col0), into D
  * through store_d; value(i) is what to store for accumulator i. */

@@ -143,10 +143,23 @@ struct Operands {
 /* The consumers' epilogue for one 64 x 128 slice of an output tile whose
  * top-left element is O(row0, col0), O = R S^T: O is D, or D^T where the
  * kernel runs transposed (each result then goes to D(col, row), with C read
- * there too). */
+ * there too).
+ * A slice wholly inside D with no C (beta 0) is stored from one pointer at
+ * fixed offsets: about 3 instructions a value, where store_d's bounds, C and
+ * 64-bit address arithmetic took 23. For a stack of 128^3 products (four
+ * k-tiles a tile) the generic epilogue took a third of the consumers' time
+ * (benchmarks/NOTES.md). */
 template <bool TRANSPOSED, typename Value>
 __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
-    if constexpr (TRANSPOSED) {
+    const int64_t rows = TRANSPOSED ? g.n : g.m, cols = TRANSPOSED ? g.m : g.n;
+    if (g.c == nullptr && row0 + kWgRows <= rows && col0 + kTile <= cols) {
+        const int64_t row_step = TRANSPOSED ? 1 : g.ldd, col_step = TRANSPOSED ? g.ldd : 1;  // O's steps in D
+        const Position first = first_accumulator(row0, col0);
+        float *corner = g.d + first.row * row_step + first.col * col_step;
+#pragma unroll
+        for (int i = 0; i < kTile / 2; ++i)  // accumulator i: 8 ((i % 4) / 2) rows and 8 (i / 4) + i % 2 columns on
+            corner[8 * ((i % 4) / 2) * row_step + (8 * (i / 4) + i % 2) * col_step] = g.alpha * value(i);
+    } else if constexpr (TRANSPOSED) {
         for_each_accumulator<kTile>(row0, col0, [&](int i, int64_t row, int64_t col) {
             if (col < g.m && row < g.n) store_d(g, col, row, value(i));
         });
