@@ -50,7 +50,8 @@ def relative_error(result, a, b):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", nargs="*", default=["tf32x3", "tf32x3:128x64", "tf32x3:direct", "tf32x3_regs",
-                                                           "tf32x3_regs:4steps", "tf32x3_regs:direct", "cublas"])
+                                                           "tf32x3_regs:4steps", "tf32x3_regs:direct", "tf32x3_inplace",
+                                                           "cublas"])
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--out", type=Path)
