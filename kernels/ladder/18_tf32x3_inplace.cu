@@ -18,11 +18,11 @@
  * operand may lie any way, since each thread loads its own fragment. So:
  *   - The operand in shared memory (S) is one whose k is contiguous in the
  *     caller's matrix. The copy engine lands its 128 x 32 tile in the
- *     128-byte swizzle, which is already wgmma's operand layout. A split
- *     warpgroup then rewrites that tile in place: each 16-byte chunk read
- *     once, hi written back where it was, lo into a second tile at the same
- *     offset. No transpose and no address work: thread p takes chunks p,
- *     p + 128, ... of 16 KiB.
+ *     128-byte swizzle, which is already wgmma's operand layout. Three split
+ *     warps then rewrite that tile in place: each 16-byte chunk read once,
+ *     hi written back where it was, lo into a second tile at the same
+ *     offset. No transpose and no address work: split thread p takes chunks
+ *     p, p + 96, ... of 16 KiB.
  *   - The other operand (R) is split in the consumers' registers as rung 16
  *     splits A: read raw from the copy engine's tile, in whatever layout
  *     the caller's matrix has.
@@ -93,7 +93,7 @@ __device__ __forceinline__ int raw_r_offset(int r, int k) {
  * layout: rows row and row + 8, k col and col + 4 of each k-step. Along k it is
  * rung 16's code; across, a row-contiguous R puts the thread's rows r and r + 8
  * in one box (r % 32 < 24), and k % 8 is col or col + 4, so the four bases are
- * fixed and each k-step moves them by 8 lines. A quarter warp's reads meet 16
+ * fixed and each k-step moves them by 8 lines. A warp's 32 reads meet 16
  * banks there (two lines of k share the chunk positions): a two-way conflict. */
 template <bool R_ALONG_K, int STEPS>
 __device__ __forceinline__ void split_r_fragments(const float *raw_r, int row, int col, int first_step,
