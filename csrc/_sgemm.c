@@ -292,7 +292,7 @@ static int refuse_overlapping_out(const fsg_matrix *out) {
     return 1;
 }
 
-static int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, const fsg_matrix *c) {
+int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, const fsg_matrix *c) {
     if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
         (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
         PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",

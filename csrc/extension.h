@@ -140,6 +140,9 @@ int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_
 int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
              cudaStream_t stream);
 
+/* Whether out = A B (+ C) agrees in shape; 0 with ValueError naming the shapes when not. */
+int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, const fsg_matrix *c);
+
 /* A stack of `count` products out_p = a_p @ b_p on device operands (ops: a,
  * b, out; each operand's matrices steps[i] elements apart), through
  * fsg_run_batch: one launch for a batched kernel. Checks the shapes, that

@@ -11,7 +11,10 @@
 /* Times `repeats` runs of one kernel (as gemm takes it) with CUDA events, one pair around each run,
  * all queued back to back so the GPU never waits for the host between them.
  * `sets` is a list of (a, b, c or None, out) device operands, used in turn
- * (rotating inputs keeps small problems from being timed out of L2).
+ * (rotating inputs keeps small problems from being timed out of L2). A set may
+ * instead be a stack of products as gemm_batch runs it (fastsgemm.matmul's one
+ * launch): (a, b, None, out, count, step_a, step_b, step_out), the steps in
+ * elements; alpha must then be 1 and beta 0. Every set has the same form.
  * Returns the milliseconds of each run. */
 PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     module_state *st = get_state(module);
@@ -37,17 +40,24 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *result = NULL;
     fsg_matrix *mats = PyMem_Calloc((size_t)nsets * 4, sizeof(fsg_matrix));
     bool *has_c = PyMem_Calloc((size_t)nsets, sizeof(bool));
+    int64_t *stacks = PyMem_Calloc((size_t)nsets * 4, sizeof(int64_t)); /* count and three steps; count 0: no stack */
     cudaEvent_t *events = PyMem_Calloc((size_t)repeats * 2, sizeof(cudaEvent_t));
     float *ms = PyMem_Calloc((size_t)repeats, sizeof(float));
     long created = 0;
-    if (mats == NULL || has_c == NULL || events == NULL || ms == NULL) {
+    if (mats == NULL || has_c == NULL || stacks == NULL || events == NULL || ms == NULL) {
         PyErr_NoMemory();
         goto exit;
     }
+    PyObject *first = PyList_GET_ITEM(args[1], 0);
+    const bool stacked_sets = PyTuple_Check(first) && PyTuple_GET_SIZE(first) == 8;
     for (Py_ssize_t i = 0; i < nsets; ++i) {
         PyObject *set = PyList_GET_ITEM(args[1], i);
-        if (!PyTuple_Check(set) || PyTuple_GET_SIZE(set) != 4) {
-            PyErr_SetString(PyExc_ValueError, "each set is (a, b, c or None, out)");
+        const Py_ssize_t size = PyTuple_Check(set) ? PyTuple_GET_SIZE(set) : 0;
+        const bool stack = size == 8;
+        if ((size != 4 && !stack) || stack != stacked_sets ||
+            (stack && (PyTuple_GET_ITEM(set, 2) != Py_None || alpha != 1.0 || beta != 0.0))) {
+            PyErr_SetString(PyExc_ValueError, "each set is (a, b, c or None, out), or each is a stack (a, b, None, out, "
+                                              "count, step_a, step_b, step_out) with alpha 1 and beta 0");
             goto exit;
         }
         for (int j = 0; j < 4; ++j) {
@@ -62,6 +72,28 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
             mats[i * 4 + j] = op.mat;
             if (j == 2) has_c[i] = true;
         }
+        if (!shapes_agree(&mats[i * 4], &mats[i * 4 + 1], &mats[i * 4 + 3], has_c[i] ? &mats[i * 4 + 2] : NULL))
+            goto exit;
+        for (int j = 0; stack && j < 4; ++j) {
+            stacks[i * 4 + j] = PyLong_AsLongLong(PyTuple_GET_ITEM(set, 4 + j));
+            if (stacks[i * 4 + j] == -1 && PyErr_Occurred()) goto exit;
+        }
+        if (stack && stacks[i * 4] < 1) {
+            PyErr_SetString(PyExc_ValueError, "a timed stack has at least one product");
+            goto exit;
+        }
+        static const char *const stacked[] = {"A", "B", "out"};
+        for (int j = 0; stack && j < 3; ++j) {  // every matrix of the stack inside its allocation, as gemm_batch checks
+            const fsg_matrix *m = &mats[i * 4 + (j == 2 ? 3 : j)];
+            int device;
+            if (m->rows > 0 && m->cols > 0 &&
+                check_device_stack(st, m, stacks[i * 4], stacks[i * 4 + 1 + j], stacked[j], &device) < 0)
+                goto exit;
+        }
+        if (stack && !stack_distinct(&mats[i * 4 + 3], stacks[i * 4], stacks[i * 4 + 3])) {
+            PyErr_SetString(PyExc_ValueError, "a timed stack's results must not share elements");
+            goto exit;
+        }
     }
     cudaError_t err = cudaSuccess;
     Py_BEGIN_ALLOW_THREADS
@@ -69,9 +101,13 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (err != cudaSuccess) created--;  // the failed one was not made
     for (long r = 0; r < warmup + repeats && err == cudaSuccess; ++r) {
         const fsg_matrix *m = &mats[(r % nsets) * 4];
+        const int64_t *stack = &stacks[(r % nsets) * 4];
         const long t = r - warmup;
         if (t >= 0) err = cudaEventRecord(events[2 * t], stream);
-        if (err == cudaSuccess)
+        if (err == cudaSuccess && stack[0] > 0)
+            err = fsg_run_batch(kernel.rung, kernel.launch, kernel.launch_batch, kernel.max_dim, false, &m[0], &m[1],
+                                &m[3], stack[0], stack[1], stack[2], stack[3], stream);
+        else if (err == cudaSuccess)
             err = fsg_run_gemm(kernel.rung, kernel.launch, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL, &m[3],
                                (float)alpha, (float)beta, stream);
         if (err == cudaSuccess && t >= 0) err = cudaEventRecord(events[2 * t + 1], stream);
@@ -90,6 +126,7 @@ exit:
     for (long e = 0; e < created; ++e) cudaEventDestroy(events[e]);
     PyMem_Free(mats);
     PyMem_Free(has_c);
+    PyMem_Free(stacks);
     PyMem_Free(events);
     PyMem_Free(ms);
     return result;

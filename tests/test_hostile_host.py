@@ -39,6 +39,9 @@ VALID = {"kernel": "cpu", "M": 4, "N": 5, "K": 6}
         ("check", None),
         ("kernel", 3),
         ("kernel", None),
+        ("count", 2.0),
+        ("count", True),
+        ("count", "8"),
     ],
 )
 def test_benchmark_wrong_type(argument, value):
@@ -51,7 +54,8 @@ def test_benchmark_wrong_type(argument, value):
 
 @pytest.mark.parametrize(
     "argument, value",
-    [("M", 0), ("N", -4), ("K", 0), ("repeats", 0), ("repeats", -1), ("warmup", -1), ("seed", -1), ("M", np.int64(0))],
+    [("M", 0), ("N", -4), ("K", 0), ("repeats", 0), ("repeats", -1), ("warmup", -1), ("seed", -1), ("M", np.int64(0)),
+     ("count", 0), ("count", -3)],
 )
 def test_benchmark_bad_value(argument, value):
     args = {**VALID, argument: value}
@@ -59,6 +63,18 @@ def test_benchmark_bad_value(argument, value):
         fastsgemm.benchmark(**args)
     message = str(error.value)
     assert argument in message and repr(value) in message, message
+
+
+@pytest.mark.parametrize("extra", [{"alpha": 2.0}, {"beta": 1.0}])
+def test_benchmark_stack_has_no_alpha_or_beta(extra):
+    """A stack is timed as matmul runs it, which takes no alpha, beta or C."""
+    with pytest.raises(ValueError, match="count=3.*alpha 1 and beta 0"):
+        fastsgemm.benchmark("cpu", 4, 4, 4, count=3, **extra)
+
+
+def test_benchmark_cpu_rung_takes_no_stack():
+    with pytest.raises(ValueError, match="cpu rung.*count=2"):
+        fastsgemm.benchmark("cpu", 4, 4, 4, count=2)
 
 
 @pytest.mark.parametrize("kernel", ["bogus", "warptile:nope", ""])

@@ -2,6 +2,7 @@
 
 The table logic runs everywhere; what auto runs on this GPU, and that it runs it, needs one.
 """
+import argparse
 import json
 import os
 import subprocess
@@ -119,7 +120,8 @@ def test_this_gpu_uses_its_table_entry():
     if device is None:
         pytest.skip(f"{name} is not in the shipped table")
     for shape in device["shapes"]:
-        assert fastsgemm.auto_kernel(shape["M"], shape["N"], shape["K"]) == shape["kernel"], shape
+        assert fastsgemm.auto_kernel(shape["M"], shape["N"], shape["K"], count=shape.get("count", 1)) == \
+            shape["kernel"], shape
 
 
 @pytest.mark.gpu
@@ -147,6 +149,113 @@ def test_stacks_take_the_fastest_batched_kernel_at_the_shape_nearest_their_whole
     assert _tuning.pick_batched(entries, 128, 128, 128, 2) == "tf32x3:direct"
     assert _tuning.pick_batched([(128, 128, 128, "warptile", ())], 128, 128, 128, 8) == "cublas"
     assert _tuning.pick_batched([], 128, 128, 128, 8) == "cublas"
+
+
+def test_stacks_timed_as_stacks_stand_for_stacks_only():
+    """An entry timed on a stack of products (count > 1) stands for stacks near it, by the stack's whole output,
+    its K and, with a quarter of the weight, each product's M and N; a single product never takes a stack's
+    entry."""
+    entries = [(65536, 64, 1024, "tf32x3_regs:direct", ("tf32x3_regs:direct", "tf32x3_inplace", "cublas")),
+               (2048, 2048, 2048, "tf32x3_inplace", ("tf32x3_inplace", "cublas")),
+               (128, 128, 128, "tf32x3_inplace", ("tf32x3_inplace", "cublas"), 256),
+               (256, 256, 256, "cublas", ("cublas", "tf32x3_inplace"), 64)]
+    assert _tuning.pick(entries, 128, 128, 128) == "tf32x3_inplace"  # 2048^3's, not the stack of 128^3's
+    assert _tuning.pick(entries[2:], 128, 128, 128) == "cublas"  # stacks only: no single product measured
+    assert _tuning.pick_batched(entries, 128, 128, 128, 256) == "tf32x3_inplace"
+    assert _tuning.pick_batched(entries, 256, 256, 256, 64) == "cublas"
+    assert _tuning.pick_batched(entries, 120, 136, 128, 240) == "tf32x3_inplace"  # near the 256 x 128^3 stack
+    assert _tuning._stack_distance(256, 256, 256, 64, entries[3]) == 0
+    # Against a single product of the same whole output: 4 octaves of K, and (9 + 1) / 4 for M and N.
+    assert _tuning._stack_distance(128, 128, 128, 256, entries[0]) == pytest.approx(3 + 10 / 4)
+    assert _tuning._stack_distance(128, 128, 128, 256, entries[2]) == 0
+
+
+def test_tune_reads_stacks_as_count_m_n_k():
+    from fastsgemm import tune
+    assert tune.parse_stack("256x128x64x32") == [256, 128, 64, 32]
+    for bad in ("128x128x128", "0x4x4x4", "4x4x4x-1", "axbxcxd", "4x4x4x4x4"):
+        with pytest.raises(argparse.ArgumentTypeError, match="countxMxNxK"):
+            tune.parse_stack(bad)
+    assert all(len(stack) == 4 and min(stack) >= 1 for stack in tune.DEFAULT_STACKS)
+    assert set(tune.stack_candidates()) <= fastsgemm._registry.batched_candidates()
+    assert tune.stack_candidates()[0] == "cublas"
+
+
+def test_tune_refuses_nothing_to_measure():
+    done = subprocess.run([sys.executable, "-m", "fastsgemm.tune", "--sizes", "--stacks"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "nothing to measure" in done.stderr, done.stderr
+
+
+@pytest.mark.gpu
+def test_stack_timing_runs_the_stack_and_checks_it():
+    """benchmark(count=...) times the stack matmul runs, one call of the C core, and checks every product of it
+    against cuBLAS's strided-batched call."""
+    for kernel in ("tf32x3_inplace", "tf32x3_regs:direct", "warptile", "auto"):
+        row = fastsgemm.benchmark(kernel, 96, 80, 72, count=5, repeats=3, warmup=1)
+        assert row["count"] == 5 and row["median_ms"] > 0, row
+        assert row["rel_error"] <= fastsgemm._registry.ERROR_BOUND["fp32"], row
+        assert row["gflops"] == pytest.approx(2 * 5 * 96 * 80 * 72 / (row["median_ms"] * 1e6))
+    auto = fastsgemm.benchmark("auto", 128, 128, 128, count=256, repeats=2, warmup=1)
+    assert auto["picked"] == fastsgemm.auto_kernel(128, 128, 128, count=256)
+
+
+@pytest.mark.gpu
+def test_stack_timing_check_sees_the_results():
+    """The check compares the stack's results with cuBLAS's: a TF32 kernel (one rounding of each operand to 10
+    bits) is far outside the FP32 bound there, whether it runs the stack in one launch or product by product."""
+    for kernel in ("tf32", "tf32_mma"):
+        row = fastsgemm.benchmark(kernel, 256, 192, 512, count=3, repeats=1, warmup=0)
+        assert row["rel_error"] > 5 * fastsgemm._registry.ERROR_BOUND["fp32"], row
+
+
+@pytest.mark.gpu
+def test_time_gemm_refuses_bad_stacks():
+    from fastsgemm._device_array import DeviceArray, matrix_core
+    kernel = fastsgemm._registry.parse_kernel("tf32x3_inplace")
+    a, b, out = (DeviceArray.empty(shape) for shape in ((4 * 8, 8), (4 * 8, 8), (4 * 8, 8)))
+    first = [(m[0], 8, 8, m[3], m[4]) for m in map(matrix_core, (a, b, out))]
+    good = (first[0], first[1], None, first[2], 4, 64, 64, 64)
+    assert len(fastsgemm._sgemm.time_gemm(kernel, [good], 1.0, 0.0, 0, 2, None)) == 2
+    cases = {
+        "memory it does not have": (first[0], first[1], None, first[2], 10**7, 64, 64, 64),  # far past the end
+        "share elements": (first[0], first[1], None, first[2], 4, 64, 64, 0),  # every result in one place
+        "at least one product": (first[0], first[1], None, first[2], 0, 64, 64, 64),
+        "shapes do not agree": (first[0], (first[1][0], 7, 8, 8, 1), None, first[2], 4, 64, 64, 64),
+        "alpha 1 and beta 0": (first[0], first[1], first[2], first[2], 4, 64, 64, 64),
+    }
+    for message, stack in cases.items():
+        with pytest.raises(ValueError, match=message):
+            fastsgemm._sgemm.time_gemm(kernel, [stack], 1.0, 0.0, 0, 1, None)
+    with pytest.raises(ValueError, match="each is a stack"):
+        fastsgemm._sgemm.time_gemm(kernel, [good, tuple(matrix_core(x) for x in (a, b))[:2] + (None, first[2])],
+                                   1.0, 0.0, 0, 1, None)
+    with pytest.raises(ValueError, match="alpha 1 and beta 0"):
+        fastsgemm._sgemm.time_gemm(kernel, [good], 2.0, 0.0, 0, 1, None)
+
+
+@pytest.mark.gpu
+def test_tune_merge_keeps_the_other_shapes_in_place(tmp_path):
+    """--merge re-times only what it is given; the GPU's other entries stay where they were, a new stack is
+    appended."""
+    table = tmp_path / "table.json"
+    name = fastsgemm.device_info()["name"]
+    earlier = [{"M": 64, "N": 64, "K": 64, "kernel": "cublas", "median_ms": {"cublas": 1.0}},
+               {"count": 3, "M": 32, "N": 32, "K": 32, "kernel": "cublas", "median_ms": {"cublas": 1.0}},
+               {"M": 512, "N": 512, "K": 512, "kernel": "cublas", "median_ms": {"cublas": 1.0}}]
+    table.write_text(json.dumps({"format": 1, "devices": {name: {"compute_capability": [9, 0], "shapes": earlier,
+                                                                 "measured": {"date": "then"}}}}))
+    done = subprocess.run([sys.executable, "-m", "fastsgemm.tune", "--sizes", "--stacks", "3x32x32x32", "2x48x40x24",
+                           "--merge", "--repeats", "2", "--warmup", "0", "--output", str(table)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    shapes = json.loads(table.read_text())["devices"][name]["shapes"]
+    assert [(s.get("count", 1), s["M"], s["N"], s["K"]) for s in shapes] == \
+        [(1, 64, 64, 64), (3, 32, 32, 32), (1, 512, 512, 512), (2, 48, 40, 24)]
+    assert shapes[0] == earlier[0] and shapes[2] == earlier[2]
+    assert shapes[1]["median_ms"] != {"cublas": 1.0} and set(shapes[1]["median_ms"]) <= \
+        fastsgemm._registry.batched_candidates()
+    assert json.loads(table.read_text())["devices"][name]["measured"]["kept_from"] == {"date": "then"}
 
 
 def test_the_shipped_table_gives_every_stack_a_batched_kernel():

@@ -112,20 +112,26 @@ def auto_choice_on(device: int | None, m: int, n: int, k: int, count: int = 1) -
 _sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), DeviceArray, auto_choice_on)
 
 
-def auto_kernel(M: int, N: int, K: int, device=None) -> str:
+def auto_kernel(M: int, N: int, K: int, device=None, *, count: int = 1) -> str:
     """The kernel that kernel="auto" runs for an M x N x K problem on `device` (an ordinal, a torch.device or a
     CuPy Device; the current device when None): the one measured fastest at the nearest tuned shape on that GPU
     (python -m fastsgemm.tune), FP32-accurate rungs only; "cublas" where that GPU was never tuned, "cpu" without a
     usable GPU (CudaError then if a device was named). Device operands are computed on their own GPU, with the
-    kernel this names for that GPU."""
+    kernel this names for that GPU.
+
+    count > 1: the kernel fastsgemm.matmul runs for a stack of `count` such products, each with its own A and B
+    (a stack whose shared operand lets its products lie end to end runs as one product, and takes that
+    product's kernel)."""
     for name, value in (("M", M), ("N", N), ("K", K)):
         if not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
     if not cuda_available():
         if device is not None:
             raise CudaError(f"device {device!r} given but no usable CUDA device: {cuda_status()[1]}")
         return "cpu"
-    return auto_choice_on(device_ordinal(device), int(M), int(N), int(K)).name
+    return auto_choice_on(device_ordinal(device), int(M), int(N), int(K), int(count)).name
 
 
 def _real(name, value) -> float:

@@ -12,14 +12,16 @@ since speed follows the orders of magnitude of the dimensions, and shapes that a
 use 16-byte vector loads. A kernel that cannot take the problem's M or N (max_dim) gives way to cuBLAS.
 
 A stack of products (fastsgemm.matmul) runs in one launch on the kernels that take a batch (the wgmma rungs and
-cuBLAS: KernelInfo.batched). For a stack of `count` products auto takes the measured shape nearest to the
-stack's whole output and its K, by
+cuBLAS: KernelInfo.batched). The table also holds stacks timed as stacks (entries with a "count": count' products
+of M' x N' x K' each, every batched kernel timed on the whole stack). For a stack of `count` products auto takes
+the measured stack or single product (count' = 1) nearest by
 
-    |log2(count * M * N / (M' * N'))| + |log2(K / K')|  (+ 1 as above)
+    |log2(count * M * N / (count' * M' * N'))| + |log2(K / K')| + (|log2(M / M')| + |log2(N / N')|) / 4  (+ 1 as above)
 
-(what fills the GPU is the number of output tiles, whichever product they belong to), and of the batched
-kernels timed there the fastest. A stack that is one matrix product (csrc/operands.c's fsg_run_batch: a
-shared B with A's and the results' matrices end to end) is looked up as that product.
+(what fills the GPU is the number of output tiles, whichever product they belong to; how full each product
+leaves its tiles weighs less), and of the batched kernels timed there the fastest. A stack that is one matrix
+product (csrc/operands.c's fsg_run_batch: a shared B with A's and the results' matrices end to end) is looked
+up as that product. Single products never take a stack's entry.
 
 GPUs not in the table: a tuned GPU of the same compute capability lends its entries (the same SM design,
 other clocks and memory); otherwise auto runs cuBLAS. FASTSGEMM_TUNING names another table file
@@ -68,8 +70,9 @@ def _fastest_first(times: dict, kernels: set) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def tuned_devices() -> dict:
-    """GPU name -> (compute capability, [(M, N, K, kernel, batched), ...]), entries this build can run only;
-    batched: the kernels that run a stack in one launch, fastest first, as timed at that shape."""
+    """GPU name -> (compute capability, [(M, N, K, kernel, batched, count), ...]), entries this build can run only;
+    batched: the kernels that run a stack in one launch, fastest first, as timed at that shape; count: the number
+    of products timed together (1: one product)."""
     path = table_path()
     try:
         table = read_table(path)
@@ -80,8 +83,8 @@ def tuned_devices() -> dict:
     one_launch = batched_candidates()
     devices = {}
     for name, device in table["devices"].items():
-        entries = [(s["M"], s["N"], s["K"], s["kernel"], _fastest_first(s.get("median_ms", {}), one_launch))
-                   for s in device.get("shapes", []) if s.get("kernel") in known]
+        entries = [(s["M"], s["N"], s["K"], s["kernel"], _fastest_first(s.get("median_ms", {}), one_launch),
+                    s.get("count", 1)) for s in device.get("shapes", []) if s.get("kernel") in known]
         if entries:
             devices[name] = (tuple(device.get("compute_capability", ())), entries)
     return devices
@@ -100,35 +103,44 @@ def _entries_for(device: int) -> tuple:
     return ()
 
 
+def _ratio(x, e) -> float:
+    return abs(math.log2(max(x, 1) / max(e, 1)))
+
+
+def _alignment_step(m, n, k, entry) -> float:
+    """1 when only one of the problem and the entry is a multiple of 4 in every dimension."""
+    em, en, ek = entry[:3]
+    return 0.0 if (m % 4 == 0 and n % 4 == 0 and k % 4 == 0) == (em % 4 == 0 and en % 4 == 0 and ek % 4 == 0) else 1.0
+
+
+def _count(entry) -> int:
+    return entry[5] if len(entry) > 5 else 1
+
+
 def _distance(m, n, k, entry) -> float:
     em, en, ek = entry[:3]
-    aligned = m % 4 == 0 and n % 4 == 0 and k % 4 == 0
-    entry_aligned = em % 4 == 0 and en % 4 == 0 and ek % 4 == 0
-    logs = sum(abs(math.log2(max(x, 1) / max(e, 1))) for x, e in ((m, em), (n, en), (k, ek)))
-    return logs + (0.0 if aligned == entry_aligned else 1.0)
+    return _ratio(m, em) + _ratio(n, en) + _ratio(k, ek) + _alignment_step(m, n, k, entry)
 
 
 def pick(entries, m: int, n: int, k: int) -> str:
-    """The kernel of the measured shape nearest to m x n x k, among entries (M, N, K, kernel); cuBLAS when
-    there are none or that kernel cannot take this M or N."""
-    if not entries:
+    """The kernel of the measured single product nearest to m x n x k, among entries (M, N, K, kernel[, batched,
+    count]); cuBLAS when there are none or that kernel cannot take this M or N."""
+    singles = [entry for entry in entries if _count(entry) == 1]
+    if not singles:
         return FALLBACK
-    kernel = min(entries, key=lambda entry: _distance(m, n, k, entry))[3]
+    kernel = min(singles, key=lambda entry: _distance(m, n, k, entry))[3]
     return kernel if max(m, n) <= auto_candidates()[kernel] else FALLBACK
 
 
 def _stack_distance(m, n, k, count, entry) -> float:
     em, en, ek = entry[:3]
-    aligned = m % 4 == 0 and n % 4 == 0 and k % 4 == 0
-    entry_aligned = em % 4 == 0 and en % 4 == 0 and ek % 4 == 0
-    logs = abs(math.log2(max(count * m * n, 1) / max(em * en, 1))) + abs(math.log2(max(k, 1) / max(ek, 1)))
-    return logs + (0.0 if aligned == entry_aligned else 1.0)
+    whole = _ratio(count * m * n, _count(entry) * em * en)
+    return whole + _ratio(k, ek) + (_ratio(m, em) + _ratio(n, en)) / 4 + _alignment_step(m, n, k, entry)
 
 
 def pick_batched(entries, m: int, n: int, k: int, count: int) -> str:
     """For a stack of `count` m x n x k products: the fastest kernel that runs a stack in one launch at the
-    measured shape nearest to the stack's output and K (_stack_distance); cuBLAS (strided-batched) when there is
-    none."""
+    measured stack or product nearest to it (_stack_distance); cuBLAS (strided-batched) when there is none."""
     if not entries:
         return FALLBACK
     nearest = min(entries, key=lambda entry: _stack_distance(m, n, k, count, entry))

@@ -4,6 +4,7 @@ the table that kernel="auto" reads.
     python -m fastsgemm.tune                          # default shapes; this GPU's entry in the shipped table
     python -m fastsgemm.tune --output my-tuning.json  # elsewhere; then FASTSGEMM_TUNING=my-tuning.json
     python -m fastsgemm.tune --sizes 4096 1000x1000x64 --repeats 30
+    python -m fastsgemm.tune --sizes --stacks 256x128x128x128 --merge  # re-time one stack, keep the rest
 
 Candidates are every FP32-accurate CUDA kernel: each rung that keeps FP32 accuracy in its own
 configuration and in every other one it was built with (fastsgemm.kernels()[i].configs), and cuBLAS.
@@ -11,6 +12,11 @@ TF32 rungs are never candidates: auto promises FP32 accuracy. Each candidate is 
 fastsgemm.benchmark (CUDA events, median of --repeats after warm-up, random inputs) and checked against
 cuBLAS; one whose error is above the FP32 bound cannot win. The table keeps every candidate's median
 so the choice can be audited; other GPUs' entries in the file are left as they are.
+
+Stacks of products (fastsgemm.matmul on (count, M, K) @ (count, K, N)) are timed as stacks, with the kernels
+that run a stack in one launch (fastsgemm.kernels()[i].batched and cuBLAS's strided-batched call): a stack of
+many small products fills the GPU in another way than one product of the same total size, so the nearest
+single product is a poor guide to it.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from pathlib import Path
 import fastsgemm
 
 from . import _tuning
-from ._registry import ERROR_BOUND, auto_candidates, parse_kernel
+from ._registry import ERROR_BOUND, auto_candidates, batched_candidates, parse_kernel
 from .bench import SLOW_RUNG_LIMIT, git_commit, parse_shape, progress
 
 # Squares at every power of two, and between them from 256 up to 4096, where the best tile changes with how
@@ -47,6 +53,27 @@ OTHER_SHAPES = [
     [4096, 4096, 16384],
 ]
 DEFAULT_SHAPES = SQUARES + OTHER_SHAPES
+# Stacks, as count x M x N x K: many small products, a few mid-sized ones, and attention's two products (scores
+# Q K^T, 64-wide heads, and their weighted sum of values) at two sequence lengths.
+DEFAULT_STACKS = [
+    [1024, 64, 64, 64],
+    [256, 128, 128, 128],
+    [64, 256, 256, 256],
+    [16, 512, 512, 512],
+    [8, 1024, 1024, 1024],
+    [96, 512, 512, 64],
+    [96, 512, 64, 512],
+    [32, 2048, 2048, 64],
+    [32, 2048, 64, 2048],
+]
+
+
+def parse_stack(text):
+    """--stacks: countxMxNxK, each a positive integer."""
+    parts = text.lower().split("x")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"a stack is countxMxNxK in positive integers, got {text!r}")
+    return [int(p) for p in parts]
 
 
 def candidates() -> list[str]:
@@ -54,19 +81,26 @@ def candidates() -> list[str]:
     return ["cublas", *(name for name in auto_candidates() if name != "cublas")]
 
 
-def measure(shape, names, repeats, warmup, on_progress):
-    """{kernel: median ms} at one shape, for the candidates that are fast enough to time there and accurate."""
+def stack_candidates() -> list[str]:
+    """The candidates that run a stack in one launch, cuBLAS first."""
+    return [name for name in candidates() if name in batched_candidates()]
+
+
+def measure(shape, names, repeats, warmup, on_progress, count=1):
+    """{kernel: median ms} at one shape (a stack of `count` of them), for the candidates that are fast enough to
+    time there and accurate."""
     m, n, k = shape
+    label = f"{count}x{m}x{n}x{k}" if count > 1 else f"{m}x{n}x{k}"
     times = {}
     for name in names:
-        on_progress(f"{m}x{n}x{k} {name}")
-        if m * n * k > SLOW_RUNG_LIMIT.get(name.partition(":")[0], float("inf")):
+        on_progress(f"{label} {name}")
+        if count * m * n * k > SLOW_RUNG_LIMIT.get(name.partition(":")[0], float("inf")):
             continue
         if max(m, n) > parse_kernel(name).max_dim:
             continue
-        row = fastsgemm.benchmark(name, m, n, k, repeats=repeats, warmup=warmup)
+        row = fastsgemm.benchmark(name, m, n, k, count=count, repeats=repeats, warmup=warmup)
         if row["rel_error"] is not None and not row["rel_error"] <= ERROR_BOUND["fp32"]:
-            print(f"\n{name} at {m}x{n}x{k}: error {row['rel_error']:.1e} against cuBLAS; not a candidate",
+            print(f"\n{name} at {label}: error {row['rel_error']:.1e} against cuBLAS; not a candidate",
                   file=sys.stderr)
             continue
         times[name] = row["median_ms"]
@@ -94,22 +128,35 @@ def choose(times: dict) -> str:
     return best
 
 
+def _key(entry) -> tuple:
+    return (entry.get("count", 1), entry["M"], entry["N"], entry["K"])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", type=parse_shape, default=None,
-                        help="N (square) or MxNxK (default: 14 squares from 64 to 16384 and 12 other shapes)")
+    parser.add_argument("--sizes", nargs="*", type=parse_shape, default=None,
+                        help="N (square) or MxNxK (default: 14 squares from 64 to 16384 and 12 other shapes; "
+                             "--sizes alone: none)")
+    parser.add_argument("--stacks", nargs="*", type=parse_stack, default=None,
+                        help=f"stacks as countxMxNxK (default: {len(DEFAULT_STACKS)} stacks; --stacks alone: none)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep this GPU's other measured shapes in the table, replacing only those measured now")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--output", type=Path, default=_tuning.SHIPPED_TABLE,
                         help="the table to write this GPU's entry into (default: the package's own)")
     args = parser.parse_args(argv)
+    shapes = DEFAULT_SHAPES if args.sizes is None else args.sizes
+    stacks = DEFAULT_STACKS if args.stacks is None else args.stacks
+    if not shapes and not stacks:
+        parser.error("nothing to measure: --sizes and --stacks are both empty")
+    table = _tuning.read_table(args.output)  # unreadable: ValueError now, before the measuring
     if not fastsgemm.cuda_available():
         print("no usable CUDA device: nothing to tune", file=sys.stderr)
         return 1
     info = fastsgemm.device_info()
-    shapes = args.sizes or DEFAULT_SHAPES
-    names = candidates()
-    total, done = len(shapes) * len(names), 0
+    names, stack_names = candidates(), stack_candidates()
+    total, done = len(shapes) * len(names) + len(stacks) * len(stack_names), 0
 
     def on_progress(label):
         nonlocal done
@@ -117,32 +164,45 @@ def main(argv=None):
         progress(done, total, label)
 
     entries = []
-    for shape in shapes:
-        times = measure(shape, names, args.repeats, args.warmup, on_progress)
-        best = choose(times)
+    work = [(1, shape, names) for shape in shapes] + [(stack[0], stack[1:], stack_names) for stack in stacks]
+    for count, shape, kernels in work:
+        times = measure(shape, kernels, args.repeats, args.warmup, on_progress, count)
+        if not times:
+            print(f"\nno candidate could be timed at {count}x{shape}; left out of the table", file=sys.stderr)
+            continue
         m, n, k = shape
-        entries.append({"M": m, "N": n, "K": k, "kernel": best,
+        entries.append({**({"count": count} if count > 1 else {}), "M": m, "N": n, "K": k, "kernel": choose(times),
                         "median_ms": {name: round(ms, 5) for name, ms in sorted(times.items(), key=lambda x: x[1])}})
 
     print(f"\n{info['name']} (compute capability {'.'.join(map(str, info['compute_capability']))})")
-    print(f"{'shape':>18} {'chosen':<22} {'GFLOP/s':>9} {'runner-up':<22} {'x slower':>9} {'x cuBLAS':>9}")
+    print(f"{'shape':>22} {'chosen':<22} {'GFLOP/s':>9} {'runner-up':<22} {'x slower':>9} {'x cuBLAS':>9}")
     for e in entries:
-        chosen_ms, flops = e["median_ms"][e["kernel"]], 2.0 * e["M"] * e["N"] * e["K"]
+        count = e.get("count", 1)
+        chosen_ms, flops = e["median_ms"][e["kernel"]], 2.0 * count * e["M"] * e["N"] * e["K"]
         others = [(name, ms) for name, ms in e["median_ms"].items() if name != e["kernel"]]
         second = others[0] if others else ("-", chosen_ms)
-        print(f"{e['M']}x{e['N']}x{e['K']:<6} {e['kernel']:<22} {flops / chosen_ms / 1e6:9.0f} {second[0]:<22} "
-              f"{second[1] / chosen_ms:9.3f} {e['median_ms']['cublas'] / chosen_ms:9.3f}")
+        shape = ("x".join(map(str, _key(e))) if count > 1 else f"{e['M']}x{e['N']}x{e['K']}")
+        cublas = e["median_ms"].get("cublas")
+        print(f"{shape:>22} {e['kernel']:<22} {flops / chosen_ms / 1e6:9.0f} {second[0]:<22} "
+              f"{second[1] / chosen_ms:9.3f} {(cublas / chosen_ms if cublas else float('nan')):9.3f}")
 
-    table = _tuning.read_table(args.output)
-    table["devices"][info["name"]] = {
-        "compute_capability": list(info["compute_capability"]),
-        "measured": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git_commit": git_commit(),
-                     "repeats": args.repeats, "warmup": args.warmup, "sm_count": info["sm_count"]},
-        "shapes": entries,
-    }
+    measured = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git_commit": git_commit(),
+                "repeats": args.repeats, "warmup": args.warmup, "sm_count": info["sm_count"]}
+    shapes_out, kept = entries, 0
+    previous = table["devices"].get(info["name"], {})
+    if args.merge and previous:
+        # The earlier shapes keep their places (auto takes the first of two equally near ones); a re-measured one
+        # is replaced where it stood, and new ones follow.
+        now = {_key(e): e for e in entries}
+        shapes_out = [now.pop(_key(e), e) for e in previous.get("shapes", [])]
+        kept = len(shapes_out) - (len(entries) - len(now))
+        shapes_out += list(now.values())
+        measured["kept_from"] = previous.get("measured")
+    table["devices"][info["name"]] = {"compute_capability": list(info["compute_capability"]), "measured": measured,
+                                      "shapes": shapes_out}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(table, indent=1) + "\n")
-    print(f"wrote {len(entries)} shapes for {info['name']} to {args.output}")
+    print(f"wrote {len(entries)} shapes (and kept {kept}) for {info['name']} to {args.output}")
     return 0
 
 
