@@ -23,9 +23,10 @@ def needs_hopper():
 
 
 # Whole tiles; partial tiles on every edge; K not a multiple of the 32-deep k-tile or of 4; one row or one column;
-# a long K that the planner cuts into slices (each slice read from the middle of the operands).
+# a long K that the planner cuts into slices (each slice read from the middle of the operands); K of 1 to 3, less
+# than one 16-byte line of a k-contiguous row (the copy engine's zeros fill the rest of the k-tile).
 SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000), (1, 300, 4), (300, 1, 36),
-          (129, 257, 33)]
+          (129, 257, 33), (70, 90, 1), (33, 130, 2), (129, 64, 3)]
 TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 
@@ -68,6 +69,18 @@ def test_alpha_beta_and_c_in_every_orientation(trans_a, trans_b, rng):
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     mine = run_raw(KERNEL, A, B, trans_a, trans_b, alpha=1.5, beta=-0.5, C=C)
     exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)
+    assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+
+
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES,
+                         ids=[f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES])
+def test_split_k_with_c_in_every_orientation(trans_a, trans_b, rng):
+    """A K the planner cuts into slices, with C: the slices' sum and beta C meet in the epilogue of the transposed
+    store too (both operands row-major), where C must be read beside D, once."""
+    m, n, k = 136, 72, 9000
+    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
+    mine = run_raw(KERNEL, A, B, trans_a, trans_b, alpha=-0.75, beta=2.0, C=C)
+    exact = -0.75 * reference(A, B) + 2.0 * C.astype(np.float64)
     assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
@@ -124,7 +137,8 @@ def test_stacks_equal_the_packed_path_bit_for_bit():
     """Stacks through the tensor maps' third dimension: each product's own A and B, a shared A (B's stack every
     other matrix, so the products do not fold into one), a shared B (one launch of the stack, not a tall matrix:
     the output's stack is strided), both column-major, and a stack step that is no multiple of 4 floats (the
-    direct path runs it). Each is tf32x3's result, bit for bit."""
+    direct path runs it), and stacks whose operands' matrices overlap one another. Each is tf32x3's result, bit for
+    bit."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     generator = torch.Generator(device="cuda").manual_seed(18)
@@ -139,6 +153,10 @@ def test_stacks_equal_the_packed_path_bit_for_bit():
         "shared B": (randn(5, 2, 64, 96)[:, 0], randn(96, 80)),
         "column-major": (randn(4, 100, 130).transpose(1, 2), randn(4, 70, 100).transpose(1, 2)),
         "odd step": (randn(5 * 2950).as_strided((5, 67, 43), (2950, 44, 1)), randn(5, 43, 45)),
+        # Each product's A starts 16 rows into the one before it: the copies of one read what another's read.
+        "overlapping A's": (randn(7 * 16 * 48 + 64 * 48).as_strided((7, 64, 48), (16 * 48, 48, 1)), randn(7, 48, 72)),
+        "overlapping B's (column-major)": (randn(6, 96, 40), randn(6 * 8 * 40 + 88 * 40).as_strided(
+            (6, 40, 88), (8 * 40, 1, 40))),
     }
     for what, (a, b) in cases.items():
         mine = fastsgemm.matmul(a, b, kernel=KERNEL)
