@@ -194,6 +194,9 @@ def test_stack_timing_runs_the_stack_and_checks_it():
     for kernel in ("tf32x3_inplace", "tf32x3_regs:direct", "warptile", "auto"):
         row = fastsgemm.benchmark(kernel, 96, 80, 72, count=5, repeats=3, warmup=1)
         assert row["count"] == 5 and row["median_ms"] > 0, row
+        if row["picked"] == "cublas":  # auto's choice here may be cuBLAS, the reference itself
+            assert kernel == "auto" and row["rel_error"] is None, row
+            continue
         assert row["rel_error"] <= fastsgemm._registry.ERROR_BOUND["fp32"], row
         assert row["gflops"] == pytest.approx(2 * 5 * 96 * 80 * 72 / (row["median_ms"] * 1e6))
     auto = fastsgemm.benchmark("auto", 128, 128, 128, count=256, repeats=2, warmup=1)
