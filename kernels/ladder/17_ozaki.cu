@@ -61,9 +61,10 @@
  * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
  * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
  *
- * Next: the GEMM runs at 63% of the INT8 peak (benchmarks/NOTES.md); its
- * epilogue after each modulus stops the tensor cores, and the four passes
- * move residues through DRAM that a fused reconstruction would not.
+ * Next: at 16384^3 the GEMM is 88% of the call, at 68% of the INT8 peak
+ * (benchmarks/NOTES.md); each stage's 48 KiB come from L2 for each block
+ * alone, where a cluster of two could share B's by multicast. The slice pass
+ * (8 integer residues an element) is instruction-bound.
  */
 #ifndef FASTSGEMM_LADDER_17_OZAKI
 #define FASTSGEMM_LADDER_17_OZAKI
@@ -86,8 +87,9 @@ struct Moduli {
     int m[kMaxModuli];
     double inverse[kMaxModuli];   // 1 / m_t, for the GEMM's reduction of its sums
     uint64_t weight[kMaxModuli];  // (P / m_t) ((P / m_t)^-1 mod m_t): 1 mod m_t, 0 mod every other modulus
-    double fraction[kMaxModuli];  // weight_t / P, the quotient's terms
+    float fraction[kMaxModuli];   // weight_t / P in float, the quotient's terms
     uint64_t product;             // P
+    uint64_t offsets;             // 128 sum_t weight_t (mod 2^64): residues + 128 are bytes 0..255
 };
 
 // ---- tile parameters ----
@@ -393,50 +395,83 @@ __device__ __forceinline__ float dot_in_double(const fsg_gemm &g, int64_t i, int
     return (float)sum;
 }
 
-constexpr int kColumnsPerThread = 4;  // one 4-byte load per modulus brings a thread's four residues
+constexpr int kColumnsPerThread = 8;  // one 8-byte load per modulus brings a thread's eight residues (ldr: x16)
+constexpr int kRowsPerThread = 4;     // rows a thread walks, its columns' shifts and flags read once for them
+
+/* The eight residues of one modulus, each + 128 (0..255), as the low byte of 2^23 + residue + 128 in float bits:
+ * a byte permutation puts it there, and one subtraction gives the residue as a float or as an integer, where a
+ * conversion instruction per residue would cost a quarter-rate pipe. */
+__device__ __forceinline__ uint32_t biased_residue(uint2 offset_bytes, int c) {
+    const uint32_t word = c < 4 ? offset_bytes.x : offset_bytes.y;
+    return __byte_perm(word, 0x4B000000u, 0x7540 | (c % 4));  // bytes: the residue's, 0, 0, 0x4B
+}
+constexpr uint32_t kFloatOf2To23 = 0x4B000000u;
 
 /* D(i, j) = alpha C'_ij 2^-(sa_i + sb_j) + beta C(i, j), C' recovered from its residues r_t:
  *   S = sum_t r_t weight_t is congruent to C' modulo P, and C' = S - P round(S / P), since |C'| < P / 4;
  *   S / P = sum_t r_t fraction_t, which a float sum of at most 8 terms of at most 128 gets to within 2^-10,
  *   and the distance to the nearest half-integer is at least 1/4: it rounds to the right integer;
- *   S - P round(S / P), in 64-bit integers that wrap modulo 2^64, is exact, since |C'| < 2^63.
- * Four outputs of a row per thread, a block along the row. A row of A out of range is dot products in double
- * instead (threads along the row: B's reads coalesced, A's shared); a column of B out of range is left to
- * fix_columns_kernel, whose threads run down the column. */
-template <int = 0>
+ *   S - P round(S / P), in 64-bit integers that wrap modulo 2^64, is exact, since |C'| < 2^63. S is summed
+ *   as sum_t (r_t + 128) weight_t - 128 sum_t weight_t: an unsigned byte times a 64-bit weight is two
+ *   multiply-adds.
+ * A thread takes eight columns of kRowsPerThread rows, a block 2048 columns; the grid's y walks the rows. A row
+ * of A out of range is dot products in double instead (threads along the row: B's reads coalesced, A's shared);
+ * a column of B out of range is left to fix_columns_kernel, whose threads run down the column. Eight whole
+ * columns of a row-major D with no C are stored as two 16-byte vectors. */
+template <int MODULI>
 __global__ void __launch_bounds__(kReconstructThreads)
     reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, Moduli moduli,
                        const int *shift, const uint8_t *out_of_range) {
-    constexpr int64_t kPerBlock = kReconstructThreads * kColumnsPerThread;
-    const int64_t blocks_per_row = ceil_div(g.n, kPerBlock);
-    const int64_t i = blockIdx.x / blocks_per_row;
-    const int64_t j0 = (blockIdx.x - i * blocks_per_row) * kPerBlock + threadIdx.x * kColumnsPerThread;
+    const int64_t j0 = ((int64_t)blockIdx.x * kReconstructThreads + threadIdx.x) * kColumnsPerThread;
     if (j0 >= g.n) return;
-    if (out_of_range[i]) {
-        for (int64_t j = j0; j < j0 + kColumnsPerThread && j < g.n; ++j) store_d(g, i, j, dot_in_double(g, i, j));
-        return;
-    }
-    uint32_t packed[kMaxModuli];  // residues of columns j0 .. j0 + 3, a byte each, per modulus (ldr: whole words)
-#pragma unroll
-    for (int t = 0; t < kMaxModuli; ++t)
-        packed[t] = t < moduli.count ? *reinterpret_cast<const uint32_t *>(residues + t * plane_r + i * ldr + j0) : 0;
+    int column_shift[kColumnsPerThread];
+    bool column_done[kColumnsPerThread];  // past the edge, or left to fix_columns_kernel
 #pragma unroll
     for (int c = 0; c < kColumnsPerThread; ++c) {
-        const int64_t j = j0 + c;
-        if (j >= g.n || out_of_range[g.m + j]) continue;
-        uint64_t s = 0;
-        float quotient = 0.0f;
+        const bool inside = j0 + c < g.n;
+        column_done[c] = !inside || out_of_range[g.m + j0 + c];
+        column_shift[c] = inside ? shift[g.m + j0 + c] : 0;
+    }
+    bool whole_vectors = g.c == nullptr && g.ldd % 4 == 0 && reinterpret_cast<uintptr_t>(g.d) % 16 == 0;
 #pragma unroll
-        for (int t = 0; t < kMaxModuli; ++t)
-            if (t < moduli.count) {
-                const int residue = (int8_t)(packed[t] >> (8 * c));
-                s += (uint64_t)(int64_t)residue * moduli.weight[t];
-                quotient = fmaf((float)residue, (float)moduli.fraction[t], quotient);
+    for (int c = 0; c < kColumnsPerThread; ++c) whole_vectors &= !column_done[c];
+    for (int64_t i = blockIdx.y; i < g.m; i += gridDim.y) {
+        if (out_of_range[i]) {
+            for (int64_t j = j0; j < j0 + kColumnsPerThread && j < g.n; ++j) store_d(g, i, j, dot_in_double(g, i, j));
+            continue;
+        }
+        uint2 bytes[MODULI];  // residues + 128 of columns j0 .. j0 + 7, a byte each, per modulus
+#pragma unroll
+        for (int t = 0; t < MODULI; ++t) {
+            const uint2 raw = *reinterpret_cast<const uint2 *>(residues + t * plane_r + i * ldr + j0);
+            bytes[t] = make_uint2(raw.x ^ 0x80808080u, raw.y ^ 0x80808080u);
+        }
+        const int row_shift = 1023 - shift[i];
+        float values[kColumnsPerThread];
+#pragma unroll
+        for (int c = 0; c < kColumnsPerThread; ++c) {
+            uint64_t s = 0 - moduli.offsets;
+            float quotient = 0.0f;
+#pragma unroll
+            for (int t = 0; t < MODULI; ++t) {
+                const uint32_t bits = biased_residue(bytes[t], c);
+                s += (uint64_t)(bits - kFloatOf2To23) * moduli.weight[t];
+                quotient = fmaf(__uint_as_float(bits) - 8388736.0f, moduli.fraction[t], quotient);  // 2^23 + 128
             }
-        const int64_t exact = (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
-        // 2^-(sa_i + sb_j), built from its exponent: |sa_i + sb_j| < 400, a normal double.
-        const double unscale = __longlong_as_double((int64_t)(1023 - shift[i] - shift[g.m + j]) << 52);
-        store_d(g, i, j, (float)((double)exact * unscale));
+            const int64_t exact = (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
+            // 2^-(sa_i + sb_j), built from its exponent: |sa_i + sb_j| < 400, a normal double.
+            const double unscale = __longlong_as_double((int64_t)(row_shift - column_shift[c]) << 52);
+            values[c] = (float)((double)exact * unscale);
+        }
+        if (whole_vectors) {
+            float4 *d = reinterpret_cast<float4 *>(g.d + i * g.ldd + j0);
+            d[0] = make_float4(g.alpha * values[0], g.alpha * values[1], g.alpha * values[2], g.alpha * values[3]);
+            d[1] = make_float4(g.alpha * values[4], g.alpha * values[5], g.alpha * values[6], g.alpha * values[7]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < kColumnsPerThread; ++c)
+                if (!column_done[c]) store_d(g, i, j0 + c, values[c]);
+        }
     }
 }
 
@@ -468,7 +503,8 @@ inline Moduli moduli_of(int n) {
         mod.m[t] = m;
         mod.inverse[t] = 1.0 / m;
         mod.weight[t] = others * (uint64_t)y;  // < P, since y < m
-        mod.fraction[t] = (double)y / m;
+        mod.fraction[t] = (float)((double)y / m);
+        mod.offsets += 128 * mod.weight[t];
     }
     return mod;
 }
@@ -528,9 +564,11 @@ void run_panel(const fsg_gemm &g, const Moduli &mod, char *base, cudaStream_t st
     launch_with_smem(gemm_kernel<>, grid, kThreads, kSmemBytes, stream, g, (const char *)base,
                      (const char *)(base + w.at_b), (int)w.tiles_k, w.plane_a, w.plane_b, residues, w.ldr, w.plane_r,
                      mod);
-    reconstruct_kernel<><<<(unsigned)(g.m * ceil_div(g.n, (int64_t)(kReconstructThreads * kColumnsPerThread))),
-                            kReconstructThreads, 0,
-                         stream>>>(g, residues, w.ldr, w.plane_r, mod, shift, out_of_range);
+    const int64_t row_groups = ceil_div(g.m, (int64_t)kRowsPerThread);
+    const dim3 rows_grid((unsigned)ceil_div(g.n, (int64_t)(kReconstructThreads * kColumnsPerThread)),
+                         (unsigned)(row_groups < 65535 ? row_groups : 65535));
+    reconstruct_kernel<MODULI><<<rows_grid, kReconstructThreads, 0, stream>>>(g, residues, w.ldr, w.plane_r, mod,
+                                                                             shift, out_of_range);
     fix_columns_kernel<><<<(unsigned)g.n, kReconstructThreads, 0, stream>>>(g, out_of_range);
 }
 
@@ -558,9 +596,8 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     const int64_t deepest = g.k_slice > 0 ? g.k_slice : g.k;
     const int64_t panel_k = deepest < kPanelK ? deepest : kPanelK;
     const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k);
-    const int64_t row_blocks = ceil_div(g.n, (int64_t)(kReconstructThreads * kColumnsPerThread)) * g.m;
     const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (kKTile / kSliceK);
-    if (row_blocks > INT32_MAX || slice_blocks > INT32_MAX || g.n > INT32_MAX ||
+    if (slice_blocks > INT32_MAX || g.n > INT32_MAX ||
         w.row_tiles_a * (w.row_tiles_b / kBTiles) > INT32_MAX)
         return cudaSuccess;
     const Moduli mod = moduli_of(MODULI);
