@@ -208,29 +208,46 @@ __global__ void __launch_bounds__(kScaleThreads) scale_kernel(Rows a, Rows b, in
 }
 
 // ---- pass 2: the scaled integers' residues, packed ----
-/* The residue of v modulo M in the symmetric range, as an 8-bit integer. */
+/* 1.5 2^52: a double below 2^51 in magnitude plus this rounds to an integer (to nearest, ties to even), which the
+ * low word of the sum's bits then holds in two's complement. */
+constexpr double kRoundingMagic = 6755399441055744.0;
+
+/* The residue of v modulo M in the symmetric range (its low byte is the 8-bit integer stored): for M = 256, v's
+ * own low byte (-128 .. 127); for odd M, v - M rint(v / M) (-(M - 1) / 2 .. (M - 1) / 2), the quotient by one
+ * fused multiply-add in double. v / M is never a half-integer for odd M, and |v| < 2^31 keeps the product's
+ * error far below the 1 / (2M) between v / M and the nearest half-integer: the rounding is the right one. */
 template <int M>
-__device__ __forceinline__ uint32_t residue_byte(int v) {
-    int r = v % M;  // a constant divisor: a multiply-high and a shift, not a division
-    if (r > M / 2 - (M % 2 == 0)) r -= M;  // 256: -128 .. 127; odd M: -(M - 1) / 2 .. (M - 1) / 2
-    else if (r < -(M / 2)) r += M;
-    return (uint32_t)r & 0xFFu;
+__device__ __forceinline__ int symmetric_residue(int v, double v_exact) {
+    if constexpr (M == 256) {
+        return v;
+    } else {
+        const int quotient = __double2loint(fma(v_exact, 1.0 / M, kRoundingMagic));
+        return v - quotient * M;
+    }
 }
 
-/* Moduli FIRST .. COUNT - 1 of 16 scaled integers: four words of 16 bytes per modulus, at dst, dst + plane,
- * and so on. */
+/* Four residues' low bytes in one word, by byte permutations. */
+__device__ __forceinline__ uint32_t pack_bytes(int b0, int b1, int b2, int b3) {
+    return __byte_perm(__byte_perm(b0, b1, 0x0040), __byte_perm(b2, b3, 0x0040), 0x5410);
+}
+
+/* Moduli FIRST .. COUNT - 1 of 16 scaled integers (v, and the same as doubles): four words of 16 bytes per
+ * modulus, at dst, dst + plane, and so on. */
 template <int FIRST, int COUNT>
-__device__ __forceinline__ void store_residues(const int (&v)[16], char *dst, int64_t plane) {
+__device__ __forceinline__ void store_residues(const int (&v)[16], const double (&v_exact)[16], char *dst,
+                                               int64_t plane) {
     if constexpr (FIRST < COUNT) {
         constexpr int m = kModuli[FIRST];
         uint4 word;
         uint32_t *part = &word.x;
 #pragma unroll
         for (int q = 0; q < 4; ++q)
-            part[q] = residue_byte<m>(v[4 * q]) | residue_byte<m>(v[4 * q + 1]) << 8 |
-                      residue_byte<m>(v[4 * q + 2]) << 16 | residue_byte<m>(v[4 * q + 3]) << 24;
+            part[q] = pack_bytes(symmetric_residue<m>(v[4 * q], v_exact[4 * q]),
+                                 symmetric_residue<m>(v[4 * q + 1], v_exact[4 * q + 1]),
+                                 symmetric_residue<m>(v[4 * q + 2], v_exact[4 * q + 2]),
+                                 symmetric_residue<m>(v[4 * q + 3], v_exact[4 * q + 3]));
         *reinterpret_cast<uint4 *>(dst) = word;
-        store_residues<FIRST + 1, COUNT>(v, dst + plane, plane);
+        store_residues<FIRST + 1, COUNT>(v, v_exact, dst + plane, plane);
     }
 }
 
@@ -281,15 +298,20 @@ __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, Sli
     // 2^shift as a double: exact, and wide enough for any float's shift (|shift| < 300).
     const double scale = row < src.rows ? __longlong_as_double((int64_t)(1023 + op.shift[row]) << 52) : 0.0;
     int v[16];
+    double v_exact[16];
 #pragma unroll
     for (int u = 0; u < 16; ++u) {
         const float x = tile[r][16 * half + u];
-        v[u] = isfinite(x) ? __double2int_rn((double)x * scale) : 0;  // |v| <= 2^bits: exact in an int
+        // rint(x 2^shift), |v| <= 2^bits: exact in an int and in a double; a conversion instruction would cost a
+        // quarter-rate pipe.
+        const double rounded = (isfinite(x) ? (double)x * scale : 0.0) + kRoundingMagic;
+        v[u] = __double2loint(rounded);
+        v_exact[u] = rounded - kRoundingMagic;
     }
     const int chunk = (int)(k0 % kKTile) / 16 + half;  // 16-byte chunk of the 128-byte row
     char *dst = op.dst + (row0 / kPackRows * tiles_k + k0 / kKTile) * (int64_t)kTileBytes + r * kKTile +
                 ((chunk ^ (r % 8)) * 16);
-    store_residues<0, MODULI>(v, dst, op.plane);
+    store_residues<0, MODULI>(v, v_exact, dst, op.plane);
 }
 
 // ---- pass 3: n INT8 GEMMs, their sums reduced to residues ----
