@@ -66,20 +66,27 @@ def test_choice_gives_cublas_only_a_clear_win():
 def test_shipped_table_is_sound():
     """Every entry names a kernel auto may run (FP32-accurate, CUDA, built), its choice is what
     fastsgemm.tune.choose makes of its own measurements with cuBLAS among them, and looking its shape up gives
-    that choice back."""
+    that choice back (a stack's, looked up as a stack of its count: every kernel timed there runs a stack in one
+    launch)."""
     from fastsgemm.tune import choose
     table = _tuning.read_table(_tuning.SHIPPED_TABLE)
     known = fastsgemm._registry.auto_candidates()
+    one_launch = fastsgemm._registry.batched_candidates()
     assert "tf32" not in known and "cublas_tf32" not in known and "cublas" in known
     for name, device in table["devices"].items():
         assert len(device["compute_capability"]) == 2, name
-        entries = [(s["M"], s["N"], s["K"], s["kernel"]) for s in device["shapes"]]
+        entries = [(s["M"], s["N"], s["K"], s["kernel"], _tuning._fastest_first(s["median_ms"], one_launch),
+                    s.get("count", 1)) for s in device["shapes"]]
         assert entries, name
         for shape, entry in zip(device["shapes"], entries):
             times = shape["median_ms"]
             assert set(times) <= set(known) and "cublas" in times, (name, shape)
             assert shape["kernel"] == choose(times), (name, shape)
-            assert _tuning.pick(entries, *entry[:3]) == shape["kernel"], (name, shape)
+            if entry[5] > 1:
+                assert set(times) <= one_launch, (name, shape)
+                assert _tuning.pick_batched(entries, *entry[:3], entry[5]) == shape["kernel"], (name, shape)
+            else:
+                assert _tuning.pick(entries, *entry[:3]) == shape["kernel"], (name, shape)
 
 
 def test_a_broken_table_warns_and_auto_runs_cublas(tmp_path):

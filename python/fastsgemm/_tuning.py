@@ -144,7 +144,10 @@ def pick_batched(entries, m: int, n: int, k: int, count: int) -> str:
     if not entries:
         return FALLBACK
     nearest = min(entries, key=lambda entry: _stack_distance(m, n, k, count, entry))
-    fits = [kernel for kernel in (nearest[4] if len(nearest) > 4 else ()) if max(m, n) <= auto_candidates()[kernel]]
+    ranked = nearest[4] if len(nearest) > 4 else ()
+    if _count(nearest) > 1:  # a stack's own choice first (tune.choose's, which may weigh cuBLAS's host time)
+        ranked = (nearest[3], *(kernel for kernel in ranked if kernel != nearest[3]))
+    fits = [kernel for kernel in ranked if max(m, n) <= auto_candidates()[kernel]]
     return fits[0] if fits else FALLBACK
 
 
