@@ -366,6 +366,24 @@ void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, i
     *hi += sizeof(float);
 }
 
+int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
+                             const int64_t steps[3]) {
+    int64_t out_lo, out_hi;
+    stack_span(out, count, steps[2], &out_lo, &out_hi);
+    const fsg_matrix *inputs[2] = {a, b};
+    for (int i = 0; i < 2; ++i) {
+        if (inputs[i]->rows == 0 || inputs[i]->cols == 0) continue;  // K == 0: names no memory
+        int64_t lo, hi;
+        stack_span(inputs[i], count, steps[i], &lo, &hi);
+        if (lo < out_hi && out_lo < hi) {
+            PyErr_Format(PyExc_ValueError, "out overlaps %s in a stack of products; compute into a new array",
+                         i == 0 ? "A" : "B");
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
               cudaStream_t stream) {
     const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat;
@@ -376,18 +394,7 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
     }
     if (count == 0 || out->rows == 0 || out->cols == 0) return 0;
     if (refuse_overlapping_out(out)) return -1;
-    int64_t out_lo, out_hi;
-    stack_span(out, count, steps[2], &out_lo, &out_hi);
-    for (int i = 0; i < 2; ++i) {
-        if (ops[i].mat.rows == 0 || ops[i].mat.cols == 0) continue;  // K == 0: names no memory
-        int64_t lo, hi;
-        stack_span(&ops[i].mat, count, steps[i], &lo, &hi);
-        if (lo < out_hi && out_lo < hi) {
-            PyErr_Format(PyExc_ValueError, "out overlaps %s in a stack of products; compute into a new array",
-                         i == 0 ? "A" : "B");
-            return -1;
-        }
-    }
+    if (refuse_stack_over_inputs(a, b, out, count, steps)) return -1;
     int device;
     if (check_placement(kernel, ops, 3, &device) < 0) return -1;
     if (a->side != FSG_DEVICE) {

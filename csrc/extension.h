@@ -158,6 +158,9 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
  * `step` elements apart, lie in (device operands whose extents were checked,
  * so nothing overflows). */
 void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi);
+/* 1 with ValueError when a stack's results reach memory its A's or B's do (steps: A's, B's, out's), else 0. */
+int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
+                             const int64_t steps[3]);
 
 /* Whether every element of a stack of `count` matrices m, `step` elements
  * apart, is distinct, proved the simple way (a false "no" is possible, never

@@ -36,7 +36,10 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_ValueError, "time_gemm needs a non-empty list of sets, warmup >= 0, repeats >= 1");
         return NULL;
     }
-    const Py_ssize_t nsets = PyList_GET_SIZE(args[1]);
+    // A tuple of the sets: strong references, so that an operand's __index__ cannot free a set being read.
+    PyObject *set_tuple = PyList_AsTuple(args[1]);
+    if (set_tuple == NULL) return NULL;
+    const Py_ssize_t nsets = PyTuple_GET_SIZE(set_tuple);
     PyObject *result = NULL;
     fsg_matrix *mats = PyMem_Calloc((size_t)nsets * 4, sizeof(fsg_matrix));
     bool *has_c = PyMem_Calloc((size_t)nsets, sizeof(bool));
@@ -48,10 +51,10 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_NoMemory();
         goto exit;
     }
-    PyObject *first = PyList_GET_ITEM(args[1], 0);
+    PyObject *first = PyTuple_GET_ITEM(set_tuple, 0);
     const bool stacked_sets = PyTuple_Check(first) && PyTuple_GET_SIZE(first) == 8;
     for (Py_ssize_t i = 0; i < nsets; ++i) {
-        PyObject *set = PyList_GET_ITEM(args[1], i);
+        PyObject *set = PyTuple_GET_ITEM(set_tuple, i);
         const Py_ssize_t size = PyTuple_Check(set) ? PyTuple_GET_SIZE(set) : 0;
         const bool stack = size == 8;
         if ((size != 4 && !stack) || stack != stacked_sets ||
@@ -74,6 +77,10 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         }
         if (!shapes_agree(&mats[i * 4], &mats[i * 4 + 1], &mats[i * 4 + 3], has_c[i] ? &mats[i * 4 + 2] : NULL))
             goto exit;
+        if (beta != 0.0 && !has_c[i] && !stack) {
+            PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
+            goto exit;
+        }
         for (int j = 0; stack && j < 4; ++j) {
             stacks[i * 4 + j] = PyLong_AsLongLong(PyTuple_GET_ITEM(set, 4 + j));
             if (stacks[i * 4 + j] == -1 && PyErr_Occurred()) goto exit;
@@ -94,6 +101,9 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
             PyErr_SetString(PyExc_ValueError, "a timed stack's results must not share elements");
             goto exit;
         }
+        if (stack && refuse_stack_over_inputs(&mats[i * 4], &mats[i * 4 + 1], &mats[i * 4 + 3], stacks[i * 4],
+                                              &stacks[i * 4 + 1]))
+            goto exit;
     }
     cudaError_t err = cudaSuccess;
     Py_BEGIN_ALLOW_THREADS
@@ -124,6 +134,7 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
 
 exit:
     for (long e = 0; e < created; ++e) cudaEventDestroy(events[e]);
+    Py_DECREF(set_tuple);
     PyMem_Free(mats);
     PyMem_Free(has_c);
     PyMem_Free(stacks);

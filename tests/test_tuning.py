@@ -172,7 +172,7 @@ def test_stacks_timed_as_stacks_stand_for_stacks_only():
     assert _tuning.pick_batched(entries, 256, 256, 256, 64) == "cublas"
     assert _tuning.pick_batched(entries, 120, 136, 128, 240) == "tf32x3_inplace"  # near the 256 x 128^3 stack
     assert _tuning._stack_distance(256, 256, 256, 64, entries[3]) == 0
-    # Against a single product of the same whole output: 4 octaves of K, and (9 + 1) / 4 for M and N.
+    # Against a single product of the same whole output: 3 octaves of K, and (9 + 1) / 4 for M and N.
     assert _tuning._stack_distance(128, 128, 128, 256, entries[0]) == pytest.approx(3 + 10 / 4)
     assert _tuning._stack_distance(128, 128, 128, 256, entries[2]) == 0
 
@@ -233,6 +233,7 @@ def test_time_gemm_refuses_bad_stacks():
         "at least one product": (first[0], first[1], None, first[2], 0, 64, 64, 64),
         "shapes do not agree": (first[0], (first[1][0], 7, 8, 8, 1), None, first[2], 4, 64, 64, 64),
         "alpha 1 and beta 0": (first[0], first[1], first[2], first[2], 4, 64, 64, 64),
+        "out overlaps A": (first[0], first[1], None, first[0], 4, 64, 64, 64),  # the results over A's matrices
     }
     for message, stack in cases.items():
         with pytest.raises(ValueError, match=message):
@@ -242,6 +243,11 @@ def test_time_gemm_refuses_bad_stacks():
                                    1.0, 0.0, 0, 1, None)
     with pytest.raises(ValueError, match="alpha 1 and beta 0"):
         fastsgemm._sgemm.time_gemm(kernel, [good], 2.0, 0.0, 0, 1, None)
+    with pytest.raises(ValueError, match="alpha 1 and beta 0"):
+        fastsgemm._sgemm.time_gemm(kernel, [good], 1.0, 0.5, 0, 1, None)
+    plain = (matrix_core(a)[:1] + (8, 8, 8, 1), first[1], None, first[2])  # one 8 x 8 product, no C
+    with pytest.raises(ValueError, match="beta != 0 needs a C matrix"):
+        fastsgemm._sgemm.time_gemm(kernel, [plain], 1.0, 1.0, 0, 1, None)
 
 
 @pytest.mark.gpu
@@ -255,7 +261,7 @@ def test_tune_merge_keeps_the_other_shapes_in_place(tmp_path):
                {"M": 512, "N": 512, "K": 512, "kernel": "cublas", "median_ms": {"cublas": 1.0}}]
     table.write_text(json.dumps({"format": 1, "devices": {name: {"compute_capability": [9, 0], "shapes": earlier,
                                                                  "measured": {"date": "then"}}}}))
-    done = subprocess.run([sys.executable, "-m", "fastsgemm.tune", "--sizes", "--stacks", "3x32x32x32", "2x48x40x24",
+    done = subprocess.run([sys.executable, "-m", "fastsgemm.tune", "--stacks", "3x32x32x32", "2x48x40x24",
                            "--merge", "--repeats", "2", "--warmup", "0", "--output", str(table)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

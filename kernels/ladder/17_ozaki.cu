@@ -437,7 +437,7 @@ constexpr uint32_t kFloatOf2To23 = 0x4B000000u;
  *   as sum_t (r_t + 128) weight_t - 128 sum_t weight_t: an unsigned byte times a 64-bit weight is two
  *   multiply-adds.
  * A thread takes eight columns of kRowsPerThread rows, a block 2048 columns; the grid's y walks the rows. A row
- * of A out of range is dot products in double instead (threads along the row: B's reads coalesced, A's shared);
+ * of A out of range is dot products in double instead (each thread its eight columns in turn, A's row shared);
  * a column of B out of range is left to fix_columns_kernel, whose threads run down the column. Eight whole
  * columns of a row-major D with no C are stored as two 16-byte vectors. */
 template <int MODULI>

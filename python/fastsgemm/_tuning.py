@@ -19,7 +19,8 @@ the measured stack or single product (count' = 1) nearest by
     |log2(count * M * N / (count' * M' * N'))| + |log2(K / K')| + (|log2(M / M')| + |log2(N / N')|) / 4  (+ 1 as above)
 
 (what fills the GPU is the number of output tiles, whichever product they belong to; how full each product
-leaves its tiles weighs less), and of the batched kernels timed there the fastest. A stack that is one matrix
+leaves its tiles weighs less): a measured stack's own choice (tune.choose's), or else of the batched kernels
+timed there the fastest. A stack that is one matrix
 product (csrc/operands.c's fsg_run_batch: a shared B with A's and the results' matrices end to end) is looked
 up as that product. Single products never take a stack's entry.
 
@@ -139,13 +140,14 @@ def _stack_distance(m, n, k, count, entry) -> float:
 
 
 def pick_batched(entries, m: int, n: int, k: int, count: int) -> str:
-    """For a stack of `count` m x n x k products: the fastest kernel that runs a stack in one launch at the
-    measured stack or product nearest to it (_stack_distance); cuBLAS (strided-batched) when there is none."""
+    """For a stack of `count` m x n x k products, at the measured stack or product nearest to it
+    (_stack_distance): a stack's own choice, else the fastest kernel timed there that runs a stack in one launch;
+    cuBLAS (strided-batched) when there is none."""
     if not entries:
         return FALLBACK
     nearest = min(entries, key=lambda entry: _stack_distance(m, n, k, count, entry))
     ranked = nearest[4] if len(nearest) > 4 else ()
-    if _count(nearest) > 1:  # a stack's own choice first (tune.choose's, which may weigh cuBLAS's host time)
+    if _count(nearest) > 1 and nearest[3] in batched_candidates():  # a stack's own choice first (tune.choose's)
         ranked = (nearest[3], *(kernel for kernel in ranked if kernel != nearest[3]))
     fits = [kernel for kernel in ranked if max(m, n) <= auto_candidates()[kernel]]
     return fits[0] if fits else FALLBACK

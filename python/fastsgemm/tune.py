@@ -4,7 +4,7 @@ the table that kernel="auto" reads.
     python -m fastsgemm.tune                          # default shapes; this GPU's entry in the shipped table
     python -m fastsgemm.tune --output my-tuning.json  # elsewhere; then FASTSGEMM_TUNING=my-tuning.json
     python -m fastsgemm.tune --sizes 4096 1000x1000x64 --repeats 30
-    python -m fastsgemm.tune --sizes --stacks 256x128x128x128 --merge  # re-time one stack, keep the rest
+    python -m fastsgemm.tune --stacks 256x128x128x128 --merge  # re-time one stack, keep the rest
 
 Candidates are every FP32-accurate CUDA kernel: each rung that keeps FP32 accuracy in its own
 configuration and in every other one it was built with (fastsgemm.kernels()[i].configs), and cuBLAS.
@@ -71,7 +71,7 @@ DEFAULT_STACKS = [
 def parse_stack(text):
     """--stacks: countxMxNxK, each a positive integer."""
     parts = text.lower().split("x")
-    if len(parts) != 4 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+    if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) >= 1 for p in parts):
         raise argparse.ArgumentTypeError(f"a stack is countxMxNxK in positive integers, got {text!r}")
     return [int(p) for p in parts]
 
@@ -135,10 +135,10 @@ def _key(entry) -> tuple:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="*", type=parse_shape, default=None,
-                        help="N (square) or MxNxK (default: 14 squares from 64 to 16384 and 12 other shapes; "
-                             "--sizes alone: none)")
+                        help="N (square) or MxNxK (default, when neither --sizes nor --stacks is given: 14 squares "
+                             "from 64 to 16384 and 12 other shapes)")
     parser.add_argument("--stacks", nargs="*", type=parse_stack, default=None,
-                        help=f"stacks as countxMxNxK (default: {len(DEFAULT_STACKS)} stacks; --stacks alone: none)")
+                        help=f"stacks as countxMxNxK (default, when neither is given: {len(DEFAULT_STACKS)} stacks)")
     parser.add_argument("--merge", action="store_true",
                         help="keep this GPU's other measured shapes in the table, replacing only those measured now")
     parser.add_argument("--repeats", type=int, default=20)
@@ -146,8 +146,10 @@ def main(argv=None):
     parser.add_argument("--output", type=Path, default=_tuning.SHIPPED_TABLE,
                         help="the table to write this GPU's entry into (default: the package's own)")
     args = parser.parse_args(argv)
-    shapes = DEFAULT_SHAPES if args.sizes is None else args.sizes
-    stacks = DEFAULT_STACKS if args.stacks is None else args.stacks
+    # Naming either kind times only what is named: the defaults are for a run that names neither.
+    named = args.sizes is not None or args.stacks is not None
+    shapes = (args.sizes or []) if named else DEFAULT_SHAPES
+    stacks = (args.stacks or []) if named else DEFAULT_STACKS
     if not shapes and not stacks:
         parser.error("nothing to measure: --sizes and --stacks are both empty")
     table = _tuning.read_table(args.output)  # unreadable: ValueError now, before the measuring
@@ -168,7 +170,8 @@ def main(argv=None):
     for count, shape, kernels in work:
         times = measure(shape, kernels, args.repeats, args.warmup, on_progress, count)
         if not times:
-            print(f"\nno candidate could be timed at {count}x{shape}; left out of the table", file=sys.stderr)
+            print(f"\nno candidate could be timed at {'x'.join(map(str, [count, *shape]))}; left out of the table",
+                  file=sys.stderr)
             continue
         m, n, k = shape
         entries.append({**({"count": count} if count > 1 else {}), "M": m, "N": n, "K": k, "kernel": choose(times),
