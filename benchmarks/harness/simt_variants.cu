@@ -38,9 +38,11 @@ __device__ __forceinline__ void cp16(float *dst, const float *src) {
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void wait_pending() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-template <int BM_, int BN_, int BK_, int STAGES_, int WARPS_M_, int WARPS_N_, int LANES_M_, int ORDER_, bool A_THROUGH_REGISTERS_ = false>
+template <int BM_, int BN_, int BK_, int STAGES_, int WARPS_M_, int WARPS_N_, int LANES_M_, int ORDER_, bool A_THROUGH_REGISTERS_ = false,
+          bool WALK_ = false>
 struct Cfg {
     static constexpr bool A_THROUGH_REGISTERS = A_THROUGH_REGISTERS_;
+    static constexpr bool WALK = WALK_;  // global addresses walked in registers that live across the loop
     static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int LANES_M = LANES_M_, LANES_N = 32 / LANES_M_, ORDER = ORDER_;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, TM = WM / LANES_M, TN = WN / LANES_N;
@@ -65,6 +67,19 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
     // A: each thread copies (BM * BK / T) elements, consecutive threads along k, transposed into As.
     const float *a_src = a + (size_t)row0 * k;
     const float *b_src = b + col0;
+    // WALK: each copy's source address, set once and advanced a tile at a time (tiles are fetched in order).
+    constexpr int kBCopies = BN * BK / (4 * T), kAWalks = C::A_THROUGH_REGISTERS ? BM * BK / (4 * T) : 1;
+    const float *b_walk[kBCopies], *a_walk[kAWalks];
+#pragma unroll
+    for (int i = 0; i < kBCopies; ++i) {
+        const int e = tid + i * T;
+        b_walk[i] = b_src + (size_t)(e / (BN / 4)) * n + (e % (BN / 4)) * 4;
+    }
+#pragma unroll
+    for (int i = 0; i < kAWalks; ++i) {
+        const int e = tid + i * T;
+        a_walk[i] = a_src + (size_t)(e / (BK / 4)) * k + (e % (BK / 4)) * 4;
+    }
     auto issue = [&](int tile, int s) {
         const int k0 = tile * BK;
 #pragma unroll
@@ -76,7 +91,12 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
 #pragma unroll
         for (int i = 0; i < BN * BK / (4 * T); ++i) {
             const int e = tid + i * T, p = e / (BN / 4), c = (e % (BN / 4)) * 4;
-            cp16(Bs(s) + p * (BN + C::PAD) + c, b_src + (size_t)(k0 + p) * n + c);
+            if constexpr (C::WALK) {
+                cp16(Bs(s) + p * (BN + C::PAD) + c, b_walk[i]);
+                b_walk[i] += (size_t)BK * n;
+            } else {
+                cp16(Bs(s) + p * (BN + C::PAD) + c, b_src + (size_t)(k0 + p) * n + c);
+            }
         }
     };
     const int tiles = k / BK;
@@ -86,7 +106,12 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
 #pragma unroll
         for (int i = 0; i < kAVec; ++i) {
             const int e = tid + i * T, r = e / (BK / 4), p = (e % (BK / 4)) * 4;
-            a_regs[i] = *reinterpret_cast<const float4 *>(a_src + (size_t)r * k + tile * BK + p);
+            if constexpr (C::WALK) {
+                a_regs[i] = *reinterpret_cast<const float4 *>(a_walk[i]);
+                a_walk[i] += BK;
+            } else {
+                a_regs[i] = *reinterpret_cast<const float4 *>(a_src + (size_t)r * k + tile * BK + p);
+            }
         }
     };
     auto a_store = [&](int s) {
@@ -298,6 +323,9 @@ int main(int argc, char **argv) {
         {"rung10 o2", run_r10_order<2>},
         // BM, BN, BK, STAGES, WARPS_M, WARPS_N, LANES_M, ORDER
         V("regA 128x256x16 s2 16x8 o2", 128, 256, 16, 2, 2, 4, 4, 2, true),
+        V("regA walk 128x256x16 s2 o2", 128, 256, 16, 2, 2, 4, 4, 2, true, true),
+        V("regA walk 128x256x16 s3 o2", 128, 256, 16, 3, 2, 4, 4, 2, true, true),
+        V("regA walk 128x256x8 s3 o2", 128, 256, 8, 3, 2, 4, 4, 2, true, true),
         V("regA 128x256x16 s3 16x8 o2", 128, 256, 16, 3, 2, 4, 4, 2, true),
         V("regA 128x256x16 s2 16x8 o3", 128, 256, 16, 2, 2, 4, 4, 3, true),
         V("regA 128x256x16 s2 16x8 o4", 128, 256, 16, 2, 2, 4, 4, 4, true),
