@@ -1,7 +1,7 @@
 // benchmarks/harness/simt_variants: the SIMT variants measured for issue 21's third item (a SIMT rung past
 // cuBLAS FP32; benchmarks/NOTES.md, "Past cuBLAS on the FMA pipe?"), timed against cuBLAS FP32 (pedantic math)
 // and rung 10 in the same run, in interleaved rounds so that clock drift touches all alike.
-//     benchmarks/harness/build_simt.sh && benchmarks/harness/simt_variants [name substring] [repeats] [size]
+//     benchmarks/harness/build_simt.sh && benchmarks/harness/simt_variants ['word|word' in the names] [repeats] [size]
 // An experiment, not a rung: row-major A (m x k), B (k x n) and D, every size a multiple of every tile, no C.
 // Each variant's output is compared with cuBLAS's (every 7th element, relative to |ref| + 1) after a NaN poison.
 //
@@ -12,8 +12,9 @@
 //     transposes), or through registers (A_THROUGH_REGISTERS: LDG.128 two tiles ahead, four STS.32 at the end
 //     of the tile before); B always by 16-byte cp.async;
 //   - ORDER, the order of the outer product's FFMAs in the source: 0 rows outer, 1 columns outer, 2 two-by-two
-//     blocks in a snake, 3 column pairs outer with rows in a snake, 4 row pairs outer with columns in a snake.
-// r10_order_kernel is rung 10's kernel as it is (its loader, bounds and all) with ORDER 0 or 2.
+//     blocks in a snake, 3 column pairs outer with rows in a snake, 4 row pairs outer with columns in a snake,
+//     5 row quads outer, column pairs inner, rows two FFMAs at a time, every other pair from the quad's middle.
+// r10_order_kernel is rung 10's kernel as it is (its loader, bounds and all) with ORDER 0, 2 or 5.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <random>
 #include <cmath>
+#include <string>
 #include <cublas_v2.h>
 #include "ladder.h"
 #include "ladder/10_regbuffer.cu"
@@ -51,6 +53,21 @@ struct Cfg {
     static constexpr size_t SMEM = (size_t)STAGES * (A_FLOATS + B_FLOATS) * 4;
     static_assert((BM * BK) % THREADS == 0 && (BN * BK) % (4 * THREADS) == 0, "whole copies");
 };
+
+// ORDER 5, shared by both kernels: see exp_kernel's fma.
+template <int TM, int TN>
+__device__ __forceinline__ void reuse_order_fma(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+    for (int quad = 0; quad < TM; quad += 4)
+#pragma unroll
+        for (int pair = 0; pair < TN; pair += 2)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                const int i = quad + ((pair / 2) % 2 ? (r + 2) % 4 : r);
+                acc[i][pair] = fmaf(a[i], b[pair], acc[i][pair]);
+                acc[i][pair + 1] = fmaf(a[i], b[pair + 1], acc[i][pair + 1]);
+            }
+}
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k, const float *__restrict__ a,
@@ -175,6 +192,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
                     acc[ii][j] = fmaf(fa[buf][ii], fb[buf][j], acc[ii][j]);
                     acc[ii + 1][j] = fmaf(fa[buf][ii + 1], fb[buf][j], acc[ii + 1][j]);
                 }
+        } else if constexpr (C::ORDER == 5) {
+            // quads of rows (one LDS.128 each) outer, column pairs inner; within a pair, row by row, two FFMAs a
+            // row, and every other pair walks its quad's rows from the middle (2, 3, 0, 1): each FFMA then reads
+            // at most one register that neither of the two before it read in the same operand slot
+            reuse_order_fma<C::TM, C::TN>(acc, fa[buf], fb[buf]);
         } else {
             // 2 x 2 blocks walked in a snake: each FFMA shares one operand with the one before.
 #pragma unroll
@@ -244,7 +266,9 @@ __global__ void __launch_bounds__(256, 1) r10_order_kernel(fsg_gemm problem) {
             for (int q = 0; q < kQuartersN; ++q) fsg::load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
         },
         [&](int buf) {
-            if constexpr (ORDER == 0) {
+            if constexpr (ORDER == 5) {
+                reuse_order_fma<kTM, kTN>(acc, reg_m[buf], reg_n[buf]);
+            } else if constexpr (ORDER == 0) {
 #pragma unroll
                 for (int i = 0; i < kTM; ++i)
 #pragma unroll
@@ -306,6 +330,19 @@ static void run_r10_order(int m, int n, int k, const float *a, const float *b, f
     fsg::launch_with_smem(r10_order_kernel<ORDER>, dim3(n / kBN, m / kBM), kThreads, kSmemBytes, st, g);
 }
 
+// A variant runs when `only` is null or empty or one of its '|'-separated words is in its name.
+static bool selected(const char *name, const char *only) {
+    if (!only || !*only) return true;
+    std::string words(only);
+    size_t start = 0;
+    while (start <= words.size()) {
+        const size_t end = std::min(words.find('|', start), words.size());
+        if (end > start && strstr(name, words.substr(start, end - start).c_str())) return true;
+        start = end + 1;
+    }
+    return false;
+}
+
 struct Variant { const char *name; runner f; };
 #define V(NAME, ...) {NAME, run<Cfg<__VA_ARGS__>>}
 
@@ -321,8 +358,14 @@ int main(int argc, char **argv) {
         {"rung10", run_rung10},
         {"rung10 o0", run_r10_order<0>},
         {"rung10 o2", run_r10_order<2>},
+        {"rung10 o5", run_r10_order<5>},
         // BM, BN, BK, STAGES, WARPS_M, WARPS_N, LANES_M, ORDER
         V("regA 128x256x16 s2 16x8 o2", 128, 256, 16, 2, 2, 4, 4, 2, true),
+        V("regA 128x256x16 s2 16x8 o5", 128, 256, 16, 2, 2, 4, 4, 5, true),
+        V("regA 128x256x16 s3 16x8 o5", 128, 256, 16, 3, 2, 4, 4, 5, true),
+        V("regA 256x128x16 s2 8x16 o5", 256, 128, 16, 2, 4, 2, 8, 5, true),
+        V("regA 256x128x8 s3 8x16 o5", 256, 128, 8, 3, 4, 2, 8, 5, true),
+        V("256x128x8 s3 8x16 o5", 256, 128, 8, 3, 4, 2, 8, 5),
         V("regA walk 128x256x16 s2 o2", 128, 256, 16, 2, 2, 4, 4, 2, true, true),
         V("regA walk 128x256x16 s3 o2", 128, 256, 16, 3, 2, 4, 4, 2, true, true),
         V("regA walk 128x256x8 s3 o2", 128, 256, 8, 3, 2, 4, 4, 2, true, true),
@@ -368,7 +411,7 @@ int main(int argc, char **argv) {
         // Interleaved rounds: each variant timed once per round, so clock drift touches all alike.
         std::vector<std::vector<float>> times(vs.size());
         for (size_t v = 0; v < vs.size(); ++v) {
-            if (only && v > 1 && !strstr(vs[v].name, only)) continue;
+            if (v > 1 && !selected(vs[v].name, only)) continue;
             CK(cudaMemset(dd, 0xff, (size_t)m * n * 4));  // NaN poison
             vs[v].f(m, n, k, da, db, dd, st);
             CK(cudaStreamSynchronize(st));
@@ -381,7 +424,7 @@ int main(int argc, char **argv) {
         }
         for (int r = 0; r < reps; ++r)
             for (size_t v = 0; v < vs.size(); ++v) {
-                if (only && v > 1 && !strstr(vs[v].name, only)) continue;
+                if (v > 1 && !selected(vs[v].name, only)) continue;
                 CK(cudaEventRecord(e0, st));
                 vs[v].f(m, n, k, da, db, dd, st);
                 CK(cudaEventRecord(e1, st));
