@@ -166,6 +166,7 @@ cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 

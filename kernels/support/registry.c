@@ -296,6 +296,18 @@ const fsg_rung fsg_rungs[] = {
         .launch_batch = fsg_tf32x3_inplace_batch_sgemm,
     },
     {
+        .number = 19,
+        .name = "reuse",
+        .idea = "back to the FMA pipe: rung 10 with its FFMAs written in 2 x 2 blocks walked in a snake, so that "
+                "their operands come from the register reuse cache and fewer wait on the register banks",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/ladder/19_reuse.cu",
+        .launch = fsg_reuse_sgemm,
+        .sass = "LDGSTS.E.BYPASS.128 LDG.E.128 STG.E.128 LDS.128",
+        .precision = "fp32",
+        .max_dim = GRID_Y_LIMIT(128),
+    },
+    {
         .number = -1,
         .name = "cublas",
         .idea = "cuBLAS SGEMM in true FP32 (CUBLAS_COMPUTE_32F, never TF32): the yardstick",
