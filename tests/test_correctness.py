@@ -190,3 +190,23 @@ def test_repeated_calls_are_deterministic(kernel, rng):
     first = fastsgemm.sgemm(A, B, kernel=kernel)
     for _ in range(3):
         np.testing.assert_array_equal(fastsgemm.sgemm(A, B, kernel=kernel), first)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout_a", LAYOUTS)
+@pytest.mark.parametrize("layout_b", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(301, 517, 133), (256, 512, 64), (64, 96, 20000)], ids=["edges", "whole-tiles", "long-k"])
+def test_reuse_gives_regbuffers_bits(layout_a, layout_b, m, n, k, rng):
+    """Rung 19 (reuse) changes only the order of rung 10's FFMAs across accumulators, never the order in which
+    one accumulator adds its k-steps: its results must be rung 10's, bit for bit, in every layout, at the
+    edges, on whole tiles and on a long K that split-K slices."""
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    _, view_a = in_layout(A, layout_a)
+    _, view_b = in_layout(B, layout_b)
+    results = {}
+    for kernel in ("regbuffer", "reuse"):
+        out = np.full((m, n), np.nan, np.float32)
+        fastsgemm.sgemm(view_a, view_b, out=out, kernel=kernel)
+        results[kernel] = out
+    assert_close(results["reuse"], reference(A, B), tol=tolerance("reuse"), what=f"reuse A {layout_a}, B {layout_b}")
+    np.testing.assert_array_equal(results["reuse"].view(np.uint32), results["regbuffer"].view(np.uint32))
