@@ -93,6 +93,21 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         what, change = evidence.get(r["kernel"], ("", ""))
         lines.append(f"| `{r['kernel']}` | {r['gflops']:,.0f} | {100 * r['ratio_to_cublas']:.1f} | "
                      f"{r.get('sm_clock_mhz') or '-'} | {peak} | {what} | {change} |")
+    # Rows merged in from runs of their own (meta["merged_rows"]): say so, since their % of cuBLAS is to the
+    # cuBLAS of that run, not to the cuBLAS row above.
+    shown = {r["kernel"] for r in picked}
+    merged = []
+    for m in meta.get("merged_rows", []):
+        names = [k for k in m["kernels"] if k in shown]
+        if not names:
+            continue
+        timing = {(r["repeats"], r["warmup"]) for r in picked if r["kernel"] in names}
+        how = "".join(f"; median of {n} after {w} warm-ups" for n, w in sorted(timing)
+                      if (n, w) != (meta["repeats"], meta["warmup"]))
+        merged.append(f"{', '.join(f'`{k}`' for k in names)} (commit {m['commit']}{how}; `{m['source']}`)")
+    if merged:
+        lines += ["", "Rows from runs of their own on the same GPU kind, each one's % of cuBLAS taken against cuBLAS "
+                      "timed in that run: " + "; ".join(merged) + "."]
     if evidence:
         data = json.loads((RESULTS.parent / "evidence-h100.json").read_text())
         which = data["meta"].get("profiled", "the fifth launch of the run: each rung's second call, except for tf32 "

@@ -3,7 +3,7 @@
  * lets their operands come from the register reuse cache.
  *
  * Back on the FMA pipe after the tensor-core rungs, with one question: why
- * does cuBLAS FP32 run 7% faster than rung 10 on the same work? Measured on
+ * does cuBLAS FP32 run 8% faster than rung 10 on the same work? Measured on
  * the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on the FMA pipe?"):
  * both issue 2.4 G instructions, 88-89% of them FFMA, but cuBLAS issues one in
  * 88% of the scheduler's cycles and rung 10 one in 80%. The difference is
@@ -27,9 +27,11 @@
  * one before it: (i, j) (i, j+1) share a_i, then (i+1, j+1) shares b_j+1, then
  * (i+1, j) shares a_i+1. Every other pair of rows walks its blocks right to
  * left, so that a pair's first block shares its b's with the last block of
- * the pair before. From this order ptxas makes an XOR walk over the b's (row r
- * reads b[j ^ r]) with 198 FFMAs of 2048 reusing both operands, and the
- * dispatch stalls fall (NOTES: 10.4% -> 6.8% of samples).
+ * the pair before. (From one block to the next within a pair of rows nothing
+ * is shared.) ptxas still holds one a across a row's eight b's, but takes the
+ * b's in the order this walk gives each row; 202 of the 2048 FFMAs then
+ * reuse both operands, and the dispatch stalls fall (NOTES: 10.4% -> 6.8% of
+ * samples).
  *
  * Nothing else changes: the same tile, loads, pipeline and epilogue (rung 10's
  * kernel, given this order as its OuterProduct), and the same sums in the same
@@ -39,11 +41,13 @@
  * rows against pairs of columns), which ptxas does not keep.
  *
  * Tile parameters: rung 10's (128 x 256 x 16, 16 x 8 a thread, one block an SM).
- * Limits: rung 10's. About 2% over rung 10 (H200, NOTES: 0.95-0.98x cuBLAS FP32
- * at 4096^3 and 8192^3, where rung 10 runs 0.93-0.96x): short of cuBLAS. The
- * same order in a kernel with no bounds code reached 0.97-1.00x at 4096^3 and
- * 0.97x at 8192^3 (benchmarks/harness/simt_variants.cu); what cuBLAS keeps and
- * this rung does not is fewer stalls around each k-tile's loads.
+ * Limits: rung 10's. 1.5-1.8% over rung 10 from 4096^3 up (H200, NOTES:
+ * 0.942x cuBLAS FP32 at 4096^3 and 0.953x at 8192^3, where rung 10 runs 0.926x
+ * and 0.936x in the same run), 2% slower at 4095 x 4097 x 4093: short of
+ * cuBLAS. The same order in a kernel with no bounds code reached 0.965-1.00x
+ * at 4096^3 and 0.965-0.971x at 8192^3 (benchmarks/harness/simt_variants.cu);
+ * what cuBLAS keeps and this rung does not is fewer stalls around each
+ * k-tile's loads.
  */
 #ifndef FASTSGEMM_LADDER_19_REUSE
 #define FASTSGEMM_LADDER_19_REUSE
@@ -56,7 +60,8 @@ namespace fsg {
 namespace reuse {
 
 /* One k-step's outer product in 2 x 2 blocks, each walked (i, j) (i, j+1) (i+1, j+1) (i+1, j), the blocks of
- * every other pair of rows right to left: each FFMA reads an operand that the one before it read. */
+ * every other pair of rows right to left: inside a block, and from one pair of rows to the next, each FFMA reads
+ * an operand that the one before it read. */
 struct SnakeOfBlocks {
     template <int TM, int TN>
     static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
