@@ -61,10 +61,12 @@
  * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
  * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
  *
- * Next: at 16384^3 the GEMM is 88% of the call, at 68% of the INT8 peak
- * (benchmarks/NOTES.md); each stage's 48 KiB come from L2 for each block
- * alone, where a cluster of two could share B's by multicast. The slice pass
- * (8 integer residues an element) is instruction-bound.
+ * Next: at 16384^3 the GEMM is 88% of the call, and it is bound by the
+ * tensor pipe, busy 87% of its cycles, at whatever clock the GPU gives it
+ * under this load (1.6 GHz, not 1.98; benchmarks/NOTES.md, "What bounds the
+ * GEMM"): L2 is not what it waits on, so sharing B's tiles by multicast would
+ * not help. What is left is the 13% the pipe idles and, outside the GEMM, the
+ * slice pass (8 integer residues an element), which is instruction-bound.
  */
 #ifndef FASTSGEMM_LADDER_17_OZAKI
 #define FASTSGEMM_LADDER_17_OZAKI
