@@ -65,10 +65,14 @@ EVIDENCE = {
                "triples against tf32: three products per k-step"),
     "tf32x3_regs": ("dram__bytes_read.sum", "bytes the GEMM kernel reads from DRAM",
                     "falls against tf32x3: A arrives raw (4 bytes an element), not packed as hi and lo (8)"),
+    "reuse": ("smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio",
+              "warps stalled on dispatch, per issue",
+              "falls against regbuffer: more FFMA operands come from the reuse cache, fewer register-bank reads"),
 }
 # The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
-# which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma).
-AGAINST = {"tf32": "tf32_mma"}
+# which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma), and
+# reuse, rung 10's kernel with its FFMAs reordered, which is read against rung 10.
+AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer"}
 
 
 def against(name):
