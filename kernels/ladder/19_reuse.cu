@@ -12,15 +12,17 @@
  * against 5% of cuBLAS's.
  *
  * An FFMA reads three registers (a, b and the accumulator). The register file
- * is banked, and reads that collide in a bank wait a cycle; the operand reuse
- * cache lets an instruction take a value that the instruction before it read
- * in the same operand slot without touching the banks (ptxas marks such
- * operands `.reuse` in the SASS). So the fewer fresh reads per FFMA, the fewer
- * collisions. ptxas chooses the registers and schedules the FFMAs, but it
- * starts from the order in the source and keeps much of it. Rung 10 writes
- * the outer product row by row; ptxas turns that into one a held across eight
- * b's, and only 23 of its 2048 FFMAs a tile reuse both a and b. cuBLAS's main
- * loop has 480 of 1024.
+ * is banked, and reads that collide in a bank cost the dispatcher a cycle;
+ * the operand reuse cache lets an instruction take a value that the
+ * instruction before it read in the same operand slot without touching the
+ * banks (ptxas marks such operands `.reuse` in the SASS). So the fewer fresh
+ * reads per FFMA, the fewer chances to collide. (Which FFMAs stall is not
+ * predicted by a simple model of the banks, NOTES; what was measured is that
+ * the dispatch stalls fall as reuse rises.) ptxas chooses the registers and
+ * schedules the FFMAs, but it starts from the order in the source and keeps
+ * much of it. Rung 10 writes the outer product row by row; ptxas turns that
+ * into one a held across eight b's, and only 23 of its 2048 FFMAs a tile
+ * reuse both a and b. cuBLAS's main loop has 480 of 1024.
  *
  * The idea: write the outer product in 2 x 2 blocks walked in a snake
  * (SnakeOfBlocks, below). Inside a block each FFMA shares an operand with the
