@@ -41,10 +41,15 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\
 template <int N> __device__ __forceinline__ void wait_pending() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 template <int BM_, int BN_, int BK_, int STAGES_, int WARPS_M_, int WARPS_N_, int LANES_M_, int ORDER_, bool A_THROUGH_REGISTERS_ = false,
-          bool WALK_ = false>
+          bool WALK_ = false, bool SPREAD_ = false>
 struct Cfg {
     static constexpr bool A_THROUGH_REGISTERS = A_THROUGH_REGISTERS_;
     static constexpr bool WALK = WALK_;  // global addresses walked in registers that live across the loop
+    // The tile boundary's work spread over the k-steps (three stages, A through registers): B's copies for tile
+    // t + 2 at step 1, A's stores for t + 1 at step 3, A's loads for t + 2 at step 5; the boundary keeps only the
+    // wait and the barrier.
+    static constexpr bool SPREAD = SPREAD_;
+    static_assert(!SPREAD || (STAGES_ == 3 && A_THROUGH_REGISTERS_ && BK_ >= 8), "SPREAD: three stages, A in registers");
     static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int LANES_M = LANES_M_, LANES_N = 32 / LANES_M_, ORDER = ORDER_;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, TM = WM / LANES_M, TN = WN / LANES_N;
@@ -139,8 +144,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
             dst[0] = a_regs[i].x; dst[BM + C::PAD] = a_regs[i].y; dst[2 * (BM + C::PAD)] = a_regs[i].z; dst[3 * (BM + C::PAD)] = a_regs[i].w;
         }
     };
+    constexpr int kFirstCopies = C::SPREAD ? S - 1 : S;  // SPREAD issues tile t + 2's copies during tile t
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
+    for (int s = 0; s < kFirstCopies; ++s) {
         if (s < tiles) issue(s, s);
         commit();
     }
@@ -212,9 +218,33 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
                 }
         }
     };
-    wait_pending<S - 1>();
+    wait_pending<kFirstCopies - 1>();
     __syncthreads();
     load(0, 0, 0);
+    if constexpr (C::SPREAD) {
+        for (int t = 0; t < tiles; ++t) {
+            const int s = t % S;
+#pragma unroll
+            for (int p = 0; p < BK; ++p) {
+                if (p + 1 < BK) {
+                    load(s, p + 1, (p + 1) % 2);
+                } else if (t + 1 < tiles) {
+                    wait_pending<1>();  // B of tile t + 1 (tile t + 2's, issued at step 1, may still fly)
+                    __syncthreads();    // tile t + 1 visible; every thread done reading stage s
+                    load((t + 1) % S, 0, 0);
+                }
+                // Stage (t + 2) % 3 was last read in tile t - 1 and stage (t + 1) % 3 in tile t - 2: both past a
+                // barrier, so their copies and stores need not wait for the end of this tile.
+                if (p == 1) {
+                    if (t + 2 < tiles) issue(t + 2, (t + 2) % S);
+                    commit();
+                }
+                if (p == 3 && t + 1 < tiles) a_store((t + 1) % S);
+                if (p == 5 && t + 2 < tiles) a_fetch(t + 2);
+                fma(p % 2);
+            }
+        }
+    } else {
     for (int t = 0; t < tiles; ++t) {
         const int s = t % S;
 #pragma unroll
@@ -232,6 +262,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
             }
             fma(p % 2);
         }
+    }
     }
 #pragma unroll
     for (int i = 0; i < C::TM; ++i) {
@@ -369,6 +400,9 @@ int main(int argc, char **argv) {
         V("regA 256x128x8 s3 8x16 o5", 256, 128, 8, 3, 4, 2, 8, 5, true),
         V("256x128x8 s3 8x16 o5", 256, 128, 8, 3, 4, 2, 8, 5),
         V("regA walk 128x256x16 s2 o2", 128, 256, 16, 2, 2, 4, 4, 2, true, true),
+        V("regA spread 128x256x16 o2", 128, 256, 16, 3, 2, 4, 4, 2, true, false, true),
+        V("regA spread 128x256x16 o0", 128, 256, 16, 3, 2, 4, 4, 0, true, false, true),
+        V("regA spread 128x256x8 o2", 128, 256, 8, 3, 2, 4, 4, 2, true, false, true),
         V("regA walk 128x256x16 s3 o2", 128, 256, 16, 3, 2, 4, 4, 2, true, true),
         V("regA walk 128x256x8 s3 o2", 128, 256, 8, 3, 2, 4, 4, 2, true, true),
         V("regA 128x256x16 s3 16x8 o2", 128, 256, 16, 3, 2, 4, 4, 2, true),
