@@ -14,7 +14,8 @@
 //   - ORDER, the order of the outer product's FFMAs in the source: 0 rows outer, 1 columns outer, 2 two-by-two
 //     blocks in a snake, 3 column pairs outer with rows in a snake, 4 row pairs outer with columns in a snake,
 //     5 row quads outer, column pairs inner, rows two FFMAs at a time, every other pair from the quad's middle.
-// r10_order_kernel is rung 10's kernel as it is (its loader, bounds and all) with ORDER 0, 2 or 5.
+// The "rung10 oN" variants are rung 10's own kernel (its loader, bounds and all) given ORDER 0 (its own,
+// RowByRow), 2 (rung 19's SnakeOfBlocks) or 5 as its OuterProduct.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,7 +26,7 @@
 #include <string>
 #include <cublas_v2.h>
 #include "ladder.h"
-#include "ladder/10_regbuffer.cu"
+#include "ladder/19_reuse.cu"  // and through it rung 10's kernel
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
 
@@ -274,60 +275,13 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
     }
 }
 
-// Rung 10's kernel as it is, but for the order of its FFMAs (ORDER as in Cfg).
-template <int ORDER>
-__global__ void __launch_bounds__(256, 1) r10_order_kernel(fsg_gemm problem) {
-    using namespace fsg::regbuffer;
-    const fsg_gemm g = fsg::this_slice(problem);
-    extern __shared__ float4 smem[];
-    auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);
-    auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
-    const int tid = threadIdx.x;
-    const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
-    const int row0 = blockIdx.y * kBM, col0 = blockIdx.x * kBN;
-    const int m = g.m, n = g.n, k = g.k;
-    fsg::TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, false, false, true, int> tiles{As, Bs, g, m, n, k, row0, col0, tid};
-    float acc[kTM][kTN] = {};
-    float reg_m[2][kTM], reg_n[2][kTN];
-    fsg::pipelined_k_loop<kBK, 2>(
-        tiles, k,
-        [&](int stage, int p, int buf) {
-#pragma unroll
-            for (int q = 0; q < kQuartersM; ++q) fsg::load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[buf][4 * q]);
-#pragma unroll
-            for (int q = 0; q < kQuartersN; ++q) fsg::load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
-        },
-        [&](int buf) {
-            if constexpr (ORDER == 5) {
-                reuse_order_fma<kTM, kTN>(acc, reg_m[buf], reg_n[buf]);
-            } else if constexpr (ORDER == 0) {
-#pragma unroll
-                for (int i = 0; i < kTM; ++i)
-#pragma unroll
-                    for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[buf][i] * reg_n[buf][j];
-            } else {
-#pragma unroll
-                for (int i2 = 0; i2 < kTM; i2 += 2)
-#pragma unroll
-                    for (int jj = 0; jj < kTN; jj += 2) {
-                        const int j2 = (i2 / 2) % 2 ? kTN - 2 - jj : jj;
-                        acc[i2][j2] = fmaf(reg_m[buf][i2], reg_n[buf][j2], acc[i2][j2]);
-                        acc[i2][j2 + 1] = fmaf(reg_m[buf][i2], reg_n[buf][j2 + 1], acc[i2][j2 + 1]);
-                        acc[i2 + 1][j2 + 1] = fmaf(reg_m[buf][i2 + 1], reg_n[buf][j2 + 1], acc[i2 + 1][j2 + 1]);
-                        acc[i2 + 1][j2] = fmaf(reg_m[buf][i2 + 1], reg_n[buf][j2], acc[i2 + 1][j2]);
-                    }
-            }
-        });
-    const bool vec_out = fsg::output_aligned16(g);
-#pragma unroll
-    for (int i = 0; i < kTM; ++i) {
-        const int row = row0 + (i / 4) * (kBM / kQuartersM) + frag_row + i % 4;
-        if (row >= m) continue;
-#pragma unroll
-        for (int q = 0; q < kQuartersN; ++q)
-            fsg::store_d4(g, row, col0 + q * (kBN / kQuartersN) + frag_col, &acc[i][4 * q], vec_out);
+// Order 5 as an OuterProduct for rung 10's kernel (kernels/ladder/10_regbuffer.cu).
+struct QuadsThenPairs {
+    template <int TM, int TN>
+    static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+        reuse_order_fma<TM, TN>(acc, a, b);
     }
-}
+};
 
 typedef void (*runner)(int, int, int, const float *, const float *, float *, cudaStream_t);
 template <class C>
@@ -353,13 +307,13 @@ static void run_rung10(int m, int n, int k, const float *a, const float *b, floa
     CK(fsg_regbuffer_sgemm(&g, st));
 }
 
-template <int ORDER>
+// Rung 10's kernel itself, its FFMAs in the order OuterProduct writes them.
+template <typename OuterProduct>
 static void run_r10_order(int m, int n, int k, const float *a, const float *b, float *d, cudaStream_t st) {
     fsg_gemm g{};
     g.m = m; g.n = n; g.k = k; g.alpha = 1.f; g.beta = 0.f;
     g.a = a; g.lda = k; g.b = b; g.ldb = n; g.d = d; g.ldd = n;
-    using namespace fsg::regbuffer;
-    fsg::launch_with_smem(r10_order_kernel<ORDER>, dim3(n / kBN, m / kBM), kThreads, kSmemBytes, st, g);
+    CK(fsg::regbuffer::launch<OuterProduct>(&g, st));
 }
 
 // A variant runs when `only` is null or empty or one of its '|'-separated words is in its name; cuBLAS and rung 10,
@@ -389,9 +343,9 @@ int main(int argc, char **argv) {
     std::vector<Variant> vs = {
         {"cublas", run_cublas},
         {"rung10", run_rung10},
-        {"rung10 o0", run_r10_order<0>},
-        {"rung10 o2", run_r10_order<2>},
-        {"rung10 o5", run_r10_order<5>},
+        {"rung10 o0", run_r10_order<fsg::regbuffer::RowByRow>},     // rung 10 itself, instantiated here
+        {"rung10 o2", run_r10_order<fsg::reuse::SnakeOfBlocks>},    // rung 19
+        {"rung10 o5", run_r10_order<QuadsThenPairs>},
         // BM, BN, BK, STAGES, WARPS_M, WARPS_N, LANES_M, ORDER
         V("regA 128x256x16 s2 16x8 o2", 128, 256, 16, 2, 2, 4, 4, 2, true),
         V("regA 128x256x16 s2 16x8 o5", 128, 256, 16, 2, 2, 4, 4, 5, true),
