@@ -33,7 +33,7 @@ DEFAULT_ARCHS = "80;86;89;90"
 # launchers check the device's compute capability before they launch.
 FILE_ARCHS = {"kernels/ladder/14_tf32.cu": "90a", "kernels/ladder/15_tf32x3.cu": "90a",
               "kernels/ladder/16_tf32x3_regs.cu": "90a", "kernels/ladder/17_ozaki.cu": "90a",
-              "kernels/ladder/18_tf32x3_inplace.cu": "90a"}
+              "kernels/ladder/18_tf32x3_inplace.cu": "90a", "kernels/ladder/20_tf32_tma.cu": "90a"}
 
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Wno-deprecated-gpu-targets"]
 C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]

@@ -167,6 +167,7 @@ cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
@@ -191,6 +192,7 @@ cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_batch *batc
 cudaError_t fsg_tf32x3_regs_4steps_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_direct_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_tf32x3_inplace_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
+cudaError_t fsg_tf32_tma_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_cublas_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 

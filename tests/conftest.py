@@ -131,3 +131,108 @@ def assert_close(result, ref, tol=FP32_TOLERANCE, what=""):
             for i, j in zip(*np.unravel_index(worst, ref.shape))
         ]
         raise AssertionError(f"{what}: relative error {error:.3e} > {tol:.1e}; largest differences:\n" + "\n".join(rows))
+
+
+# ---- the wgmma rungs: where they run, raw calls in every layout, which kernels a call launched ----
+
+
+TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]  # A, B stored column-major (run_raw)
+TRANSPOSE_IDS = [f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES]
+
+
+def needs_hopper():
+    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip("only compute capability 9.0 has the wgmma paths")
+
+
+def run_raw(kernel, A, B, trans_a, trans_b, alpha=1.0, beta=0.0, C=None):
+    """sgemm_raw with A and B stored row- or column-major on the device, into an output poisoned with NaN (or C)."""
+    m, k = A.shape
+    n = B.shape[1]
+    a = fastsgemm.to_device(np.ascontiguousarray(A.T) if trans_a else A)
+    b = fastsgemm.to_device(np.ascontiguousarray(B.T) if trans_b else B)
+    out = fastsgemm.to_device(np.full((m, n), np.nan, np.float32) if C is None else C)
+    fastsgemm.sgemm_raw(m, n, k, alpha, a.ptr, m if trans_a else k, b.ptr, k if trans_b else n, beta, out.ptr, n,
+                        kernel=kernel, trans_a=trans_a, trans_b=trans_b)
+    return out.numpy()
+
+
+def launched_kernels(call):
+    """The names of the GPU kernels `call` launched, as the CUDA profiler saw them (torch's)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    call()  # once outside the profile: first-call set-up (tensor-map encoder, attributes) is not what is asked
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+
+
+# ---- the copy-engine rungs (18 tf32x3_inplace, 20 tf32_tma): cases both test files run ----
+
+# Where a call goes: the copy engine takes 16-byte aligned matrices with a k-contiguous operand.
+COPY_ENGINE_CASES = ["row-major A and B", "column-major B", "column-major A and B", "column-major A, row-major B",
+                     "an A 4 bytes off 16-byte alignment", "an lda that is no multiple of 4"]
+COPY_ENGINE_TAKES = COPY_ENGINE_CASES[:3]
+
+
+def copy_engine_case(torch, case, m=256, n=192, k=160):
+    """Torch operands of one of COPY_ENGINE_CASES."""
+    base_a = torch.randn(m * (k + 8) + 8, device="cuda")
+    a = base_a[: m * k].view(m, k)
+    b = torch.randn(k, n, device="cuda")
+    if case == "column-major B":
+        b = torch.randn(n, k, device="cuda").t()
+    elif case == "column-major A and B":
+        a, b = torch.randn(k, m, device="cuda").t(), torch.randn(n, k, device="cuda").t()
+    elif case == "column-major A, row-major B":
+        a = torch.randn(k, m, device="cuda").t()
+    elif case == "an A 4 bytes off 16-byte alignment":
+        a = base_a[1 : 1 + m * k].view(m, k)
+    elif case == "an lda that is no multiple of 4":
+        a = base_a[: m * (k + 1)].view(m, k + 1)[:, :k]
+    return a, b
+
+
+def copy_engine_stacks(torch, seed):
+    """Stacks through the tensor maps' third dimension: each product's own A and B, a shared A (B's stack every
+    other matrix, so the products do not fold into one), a shared B (one launch of the stack, not a tall matrix:
+    the output's stack is strided), both column-major, a stack step that is no multiple of 4 floats (the rung's
+    fallback runs it), and stacks whose operands' matrices overlap one another."""
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, device="cuda", generator=generator)
+
+    return {
+        "own A and B": (randn(6, 130, 100), randn(6, 100, 270)),
+        "128^3 stack": (randn(40, 128, 128), randn(40, 128, 128)),
+        "shared A": (randn(130, 100), randn(12, 100, 70)[::2]),
+        "shared B": (randn(5, 2, 64, 96)[:, 0], randn(96, 80)),
+        "column-major": (randn(4, 100, 130).transpose(1, 2), randn(4, 70, 100).transpose(1, 2)),
+        "odd step": (randn(5 * 2950).as_strided((5, 67, 43), (2950, 44, 1)), randn(5, 43, 45)),
+        # Each product's A starts 16 rows into the one before it: the copies of one read what another's read.
+        "overlapping A's": (randn(7 * 16 * 48 + 64 * 48).as_strided((7, 64, 48), (16 * 48, 48, 1)), randn(7, 48, 72)),
+        "overlapping B's (column-major)": (randn(6, 96, 40), randn(6 * 8 * 40 + 88 * 40).as_strided(
+            (6, 40, 88), (8 * 40, 1, 40))),
+    }
+
+
+def assert_inf_and_nan_as_numpy(kernel):
+    """Inf and NaN in both operands, through both orientations of a copy-engine rung (B row- and column-major):
+    the result's Inf, -Inf and NaN are numpy's, and its finite values exact (ones and halves)."""
+    A = np.ones((40, 48), np.float32)
+    B = np.full((48, 36), 0.5, np.float32)
+    A[2, 3], A[5, 0], A[7, 1] = np.inf, -np.inf, np.nan
+    B[10, 9] = np.inf
+    with np.errstate(invalid="ignore"):
+        expected = A.astype(np.float64) @ B.astype(np.float64)
+    for trans_b in (False, True):
+        result = run_raw(kernel, A, B, False, trans_b).astype(np.float64)
+        np.testing.assert_array_equal(np.isposinf(result), np.isposinf(expected))
+        np.testing.assert_array_equal(np.isneginf(result), np.isneginf(expected))
+        np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
+        finite = np.isfinite(expected)
+        np.testing.assert_array_equal(result[finite], expected[finite])

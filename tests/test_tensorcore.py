@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fastsgemm
-from conftest import random_matrix, reference
+from conftest import TRANSPOSE_IDS, TRANSPOSES, needs_hopper, random_matrix, reference
 
 pytestmark = pytest.mark.gpu
 
@@ -36,16 +36,17 @@ def test_tf32x3_keeps_bits_tf32_loses(rng):
     assert three * 100 < one, f"tf32x3 {three:.2e} vs tf32 {one:.2e}"
 
 
+@pytest.mark.parametrize("kernel", ["tf32", "tf32_tma"])
 @pytest.mark.parametrize("k", [1024, 4096])
-def test_tf32_error_like_cublas_tf32(k, rng):
+def test_tf32_error_like_cublas_tf32(kernel, k, rng):
     A, B = random_matrix(rng, 256, k), random_matrix(rng, k, 256)
     exact = reference(A, B)
-    mine, cublas = relative_error("tf32", A, B, exact), relative_error("cublas_tf32", A, B, exact)
-    assert mine <= 2 * cublas, f"tf32 error {mine:.2e} vs cuBLAS TF32 {cublas:.2e}"
-    assert 1e-5 < mine < 1e-3, f"tf32 error {mine:.2e} is not TF32's (about 3e-4)"
+    mine, cublas = relative_error(kernel, A, B, exact), relative_error("cublas_tf32", A, B, exact)
+    assert mine <= 2 * cublas, f"{kernel} error {mine:.2e} vs cuBLAS TF32 {cublas:.2e}"
+    assert 1e-5 < mine < 1e-3, f"{kernel} error {mine:.2e} is not TF32's (about 3e-4)"
 
 
-@pytest.mark.parametrize("kernel", ["tf32", "tf32x3"])
+@pytest.mark.parametrize("kernel", ["tf32", "tf32_tma", "tf32x3"])
 def test_inf_times_tf32_exact_values_stays_inf(kernel):
     """B's entries are exact in TF32, so their low parts are 0 and hi(Inf) * lo(B) is Inf * 0 = NaN in a
     correction term: the result must still be numpy's +-Inf."""
@@ -65,13 +66,12 @@ def test_inf_times_tf32_exact_values_stays_inf(kernel):
     np.testing.assert_array_equal(result[finite], expected[finite])  # 12 and 11.5: exact in every precision
 
 
-@pytest.mark.parametrize("kernel,mma_sync", [("tf32", "tf32_mma"), ("tf32x3", "tf32x3_mma")])
+@pytest.mark.parametrize("kernel,mma_sync", [("tf32", "tf32_mma"), ("tf32_tma", "tf32_mma"), ("tf32x3", "tf32x3_mma")])
 def test_hopper_wgmma_rungs_and_their_mma_sync_rungs_differ(kernel, mma_sync, rng):
     """On compute capability 9.0, the wgmma rungs run wgmma, and elsewhere the mma.sync rung of the same math
     (every correctness test runs both). The two sum in different orders, so different bits show two paths
     ran."""
-    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("only compute capability 9.0 has the wgmma path")
+    needs_hopper()
     A, B = random_matrix(rng, 256, 512), random_matrix(rng, 512, 256)
     exact = reference(A, B)
     default, ampere = fastsgemm.sgemm(A, B, kernel=kernel), fastsgemm.sgemm(A, B, kernel=mma_sync)
@@ -84,19 +84,16 @@ def test_hopper_wgmma_rungs_and_their_mma_sync_rungs_differ(kernel, mma_sync, rn
 # (m, n, k): whole tiles; partial tiles on every edge; a K that is no multiple of 4 (the direct path's scalar
 # loads); and a long K, split into slices (csrc/operands.c), each slice read from the middle of the operands.
 DIRECT_SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000)]
-TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 
 @pytest.mark.parametrize("m,n,k", DIRECT_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in DIRECT_SHAPES])
-@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES,
-                         ids=[f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES])
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
 def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng):
     """tf32x3:direct splits A and B inside the GEMM where tf32x3:128x64 packs them first; the split, the tiles
     and the order of the sums are the same, so on Hopper the two must agree bit for bit, for row- and
     column-major operands (k contiguous or not; 16-byte loads or not) and at every edge. The comparison cannot
     pass by accident: tf32x3 and tf32x3_mma differ in their bits (the test above)."""
-    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    needs_hopper()
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
     # Column-major operands are their transposes stored row-major, read through sgemm_raw's transpose flags.
     a = fastsgemm.to_device(np.ascontiguousarray(A.T) if trans_a else A)
@@ -130,15 +127,13 @@ REGS_PAIRS = [("tf32x3_regs", "tf32x3"), ("tf32x3_regs:4steps", "tf32x3"), ("tf3
 
 @pytest.mark.parametrize("kernel,packed", REGS_PAIRS, ids=[k for k, _ in REGS_PAIRS])
 @pytest.mark.parametrize("m,n,k", REGS_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in REGS_SHAPES])
-@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES,
-                         ids=[f"{'col' if a else 'row'}_{'col' if b else 'row'}" for a, b in TRANSPOSES])
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
 def test_a_split_in_registers_equals_the_packed_path_bit_for_bit(kernel, packed, m, n, k, trans_a, trans_b, rng):
     """tf32x3_regs splits A in the consumers' registers where tf32x3 packs it first; the split, the tiles and the
     order of the sums are the same, so the two must agree bit for bit on Hopper, also with alpha and beta. A
     wrong register layout of A, a k-tile read from the wrong place, a raw tile given back to the copies before it
     was read, or garbage past an edge where zeros should have arrived would each show here."""
-    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    needs_hopper()
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     a = fastsgemm.to_device(np.ascontiguousarray(A.T) if trans_a else A)
     b = fastsgemm.to_device(np.ascontiguousarray(B.T) if trans_b else B)
@@ -164,8 +159,7 @@ def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, pac
     a stack step that is no multiple of 4 floats (tf32x3 runs it; the direct path takes any): bit for bit the
     packed path's."""
     torch = pytest.importorskip("torch")
-    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    needs_hopper()
     cases = {
         "own A": (torch.randn(6, 130, 100, device="cuda"), torch.randn(6, 100, 70, device="cuda")),
         "shared A": (torch.randn(130, 100, device="cuda"), torch.randn(12, 100, 70, device="cuda")[::2]),
@@ -187,8 +181,7 @@ def test_the_workspace_shows_what_is_packed(kernel, workspace, a_layout):
     its row tiles), so its workspace is B's; the direct path has none; tf32x3 packs both. A column-major A
     cannot be read by the tensor copy, and tf32x3_regs then runs tf32x3: A and B. The bit-for-bit tests cannot
     tell the two paths apart (they give the same numbers): this one does."""
-    if tuple(fastsgemm.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("only compute capability 9.0 has the wgmma paths")
+    needs_hopper()
     m, n, k = 4096, 256, 1024
     rng = np.random.default_rng(3)
     A, B = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)

@@ -271,9 +271,11 @@ __global__ void __launch_bounds__(kThreads, 1)
  * where the products share it), boxes of box_along x box_across in the
  * 128-byte swizzle, zeros outside. False where the copy engine cannot read it
  * so: an address or a stride that is not a multiple of 16 bytes, coordinates
- * past an int, or no encoder. */
+ * past an int, or no encoder. `type`: FP32 as it lies, or TF32 (rounded to
+ * nearest as the copy lands: rung 20). */
 inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t across, int64_t products, int64_t step,
-                        int box_along, int box_across, CUtensorMap *map) {
+                        int box_along, int box_across, CUtensorMap *map,
+                        CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32) {
     const int64_t limit = INT32_MAX - kTile;  // the largest coordinate a tile may start at, and its box's reach
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || ld % 4 != 0 || ld < along ||
         (products > 1 && (step <= 0 || step % 4 != 0)) || along > limit || across > limit || products > INT32_MAX)
@@ -284,47 +286,75 @@ inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t acros
     const cuuint64_t line = (cuuint64_t)ld * sizeof(float);
     const cuuint64_t strides[2] = {line, products > 1 ? (cuuint64_t)step * sizeof(float) : line};
     const cuuint32_t box[3] = {(cuuint32_t)box_along, (cuuint32_t)box_across, 1}, unit[3] = {1, 1, 1};
-    return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float *>(p), sizes, strides, box, unit,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+    return encode(map, type, 3, const_cast<float *>(p), sizes, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* This rung on one product, a batch or split-K's slices. *launched stays
- * false where it declines: k == 0, no k-contiguous operand, or a matrix the
- * copy engine cannot read (operand_map). */
-inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
-    *launched = false;
+/* How a call runs on this rung's block (and rung 20's): which operand wgmma
+ * reads from shared memory (S, k-contiguous in the caller's matrix) and which
+ * from registers (R), their tensor maps (R in tiles of r_rows rows, S of
+ * s_rows, elements of `type`), and the persistent grid: one block per SM,
+ * or per output tile where there are fewer. */
+struct Orientation {
+    bool transposed;  // B row-major (so A too): S is A, R is B^T, the result D^T
+    Operands operands;
+    CUtensorMap r_map, s_map;
+    int64_t items;  // the output tiles of every slice or product
+    dim3 grid;
+};
+
+/* False where the call cannot run so: k == 0, no k-contiguous operand, a
+ * matrix the copy engine cannot read (operand_map), or a grid past an int. */
+inline cudaError_t orient(const fsg_gemm *g, const fsg_batch &batch, int r_rows, int s_rows, CUtensorMapDataType type,
+                          Orientation *o, bool *possible) {
+    *possible = false;
     if (g->k == 0 || (g->a_trans && !g->b_trans) || g->k_slice % kBK != 0 || batch.count > kFsgMaxBatch)
         return cudaSuccess;
-    const bool transposed = !g->b_trans;  // B row-major: then A is row-major (above), and S is A
+    o->transposed = !g->b_trans;  // B row-major: then A is row-major (above), and S is A
     const bool in_batch = batch.count > 1;
     const bool own_a = in_batch && batch.step_a != 0, own_b = in_batch && batch.step_b != 0;
     const int64_t products_a = own_a ? batch.count : 1, products_b = own_b ? batch.count : 1;
-    Operands operands;
-    CUtensorMap r_map, s_map;
     bool mapped;
-    if (transposed) {  // S = A (k contiguous), R = B^T: B row-major, its rows of n contiguous
-        operands = {g->n, g->m, own_b, own_a};
-        mapped = operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, kTile, &s_map) &&
-                 operand_map(g->b, g->ldb, g->n, g->k, products_b, batch.step_b, kBoxRows, kBK, &r_map);
+    if (o->transposed) {  // S = A (k contiguous), R = B^T: B row-major, its rows of n contiguous
+        o->operands = {g->n, g->m, own_b, own_a};
+        mapped = operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, s_rows, &o->s_map, type) &&
+                 operand_map(g->b, g->ldb, g->n, g->k, products_b, batch.step_b, kBoxRows, kBK, &o->r_map, type);
     } else {  // S = B^T (B column-major: k contiguous), R = A either way
-        operands = {g->m, g->n, own_a, own_b};
-        mapped = operand_map(g->b, g->ldb, g->k, g->n, products_b, batch.step_b, kBK, kTile, &s_map) &&
-                 (g->a_trans ? operand_map(g->a, g->lda, g->m, g->k, products_a, batch.step_a, kBoxRows, kBK, &r_map)
-                             : operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, kTile, &r_map));
+        o->operands = {g->m, g->n, own_a, own_b};
+        mapped = operand_map(g->b, g->ldb, g->k, g->n, products_b, batch.step_b, kBK, s_rows, &o->s_map, type) &&
+                 (g->a_trans
+                      ? operand_map(g->a, g->lda, g->m, g->k, products_a, batch.step_a, kBoxRows, kBK, &o->r_map, type)
+                      : operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, r_rows, &o->r_map, type));
     }
-    const int64_t tiles = ceil_div(operands.rows_r, kTile) * ceil_div(operands.rows_s, kTile);
-    if (!mapped || tiles > INT32_MAX) return cudaSuccess;
+    const int64_t tiles = ceil_div(o->operands.rows_r, r_rows) * ceil_div(o->operands.rows_s, s_rows);
+    // operand_map keeps a kTile-row tile's coordinates inside an int; a larger tile needs its own margin.
+    if (!mapped || tiles > INT32_MAX || o->operands.rows_r > INT32_MAX - r_rows ||
+        o->operands.rows_s > INT32_MAX - s_rows)
+        return cudaSuccess;
     int device, sms;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess) return err;
-    const int64_t items = tiles * grid_z(*g, batch);
-    const dim3 grid((unsigned)(items < sms ? items : sms));
+    o->items = tiles * grid_z(*g, batch);
+    o->grid = dim3((unsigned)(o->items < sms ? o->items : sms));
+    *possible = true;
+    return cudaSuccess;
+}
+
+/* This rung on one product, a batch or split-K's slices. *launched stays
+ * false where it declines (orient's reasons). */
+inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    Orientation o;
+    bool possible;
+    const cudaError_t err = orient(g, batch, kTile, kTile, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, &o, &possible);
+    if (err != cudaSuccess || !possible) return err;
     auto run = [&](auto kernel) {
-        launch_with_smem(kernel, grid, kThreads, Layout::kSmemBytes, stream, r_map, s_map, *g, batch, operands, items);
+        launch_with_smem(kernel, o.grid, kThreads, Layout::kSmemBytes, stream, o.r_map, o.s_map, *g, batch,
+                         o.operands, o.items);
     };
-    if (transposed) run(wgmma_tf32x3_inplace_kernel<false, true>);
+    if (o.transposed) run(wgmma_tf32x3_inplace_kernel<false, true>);
     else if (g->a_trans) run(wgmma_tf32x3_inplace_kernel<false, false>);
     else run(wgmma_tf32x3_inplace_kernel<true, false>);
     *launched = true;

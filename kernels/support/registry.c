@@ -308,6 +308,22 @@ const fsg_rung fsg_rungs[] = {
         .max_dim = GRID_Y_LIMIT(128),
     },
     {
+        .number = 20,
+        .name = "tf32_tma",
+        .idea = "rung 14 with no pack pass: tensor maps of type TF32, so the copy engine rounds each operand to "
+                "nearest as it lands; the k-contiguous operand read by wgmma from shared memory, the other from "
+                "registers, B^T A^T where that one is A (tf32 where neither is k-contiguous or aligned; tf32_mma "
+                "where wgmma is not had)",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/ladder/20_tf32_tma.cu",
+        .launch = fsg_tf32_tma_sgemm,
+        .sass = "HGMMA UTMALDG",
+        .precision = "tf32",
+        .max_dim = GRID_Y_LIMIT(128),
+        FILL(128, 256, 1),
+        .launch_batch = fsg_tf32_tma_batch_sgemm,
+    },
+    {
         .number = -1,
         .name = "cublas",
         .idea = "cuBLAS SGEMM in true FP32 (CUBLAS_COMPUTE_32F, never TF32): the yardstick",

@@ -1,0 +1,244 @@
+/*
+ * Rung 20, tf32_tma: rung 14's TF32 wgmma with no pack pass. The copy engine
+ * rounds each operand to TF32 as it lands.
+ *
+ * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
+ * rung 12 (tf32_mma), as rung 14's does.
+ *
+ * Where the time went. The tensor cores read an FP32 value as TF32 by dropping
+ * its low 13 bits, so rung 14 rounds every operand first, in a pack pass of
+ * its own: A and B read, rounded, written to a workspace and read back, all
+ * through DRAM before the GEMM starts. On the H200 that pass is a fifth of the
+ * call at 4096^3 (tf32 0.76x cuBLAS's TF32 GEMM there) and an eighth at 8192^3
+ * (0.88x). Rounding inside the GEMM was tried three ways and lost each time
+ * (rung 14's header, benchmarks/NOTES.md).
+ *
+ * The idea. A tensor map names the element type of the matrix it describes,
+ * and TF32 is one of the types. A tensor copy through a map of type TF32
+ * reads FP32 from global memory and writes each value to shared memory
+ * rounded to TF32, to nearest with ties to even: measured bit for bit on the
+ * H200 against that rounding of 2048 values, ties and signs among them
+ * (benchmarks/NOTES.md). It is the rounding rung 14's pack pass does (cvt.rn),
+ * so the copy engine does the pass's work on the way, at no cost. cuBLAS's
+ * own TF32 kernels on Hopper do the same: their SASS has tensor copies and
+ * wgmma, and nothing that rounds.
+ *
+ * What is left is rung 18's block with no split at all:
+ *   - the operand wgmma reads from shared memory (S) is one whose k is
+ *     contiguous in the caller's matrix, landed by one tensor copy per stage
+ *     (256 rows x 32 k, the 128-byte swizzle that is wgmma's layout);
+ *   - the other (R, 128 rows) is copied as it lies and read by each consumer
+ *     thread into wgmma's register fragments: 16 loads a k-tile, no rounding
+ *     left to do;
+ *   - where B is row-major (numpy's default), the kernel computes D^T =
+ *     B^T A^T, so that S is A, and writes each result to D transposed (rung
+ *     18's orientation and epilogue).
+ * One product per k-step instead of rung 18's three, so the consumers keep one
+ * k-tile's wgmmas in flight while they load the next tile's fragments into a
+ * second set of registers (wait_group 1): the tensor cores never wait for the
+ * loads. Persistent grid, one block per SM: the producer runs on into the next
+ * output tile while the consumers store the last one.
+ * The products and the order of the sums are rung 14's, so the result is the
+ * same, bit for bit (tests/test_tf32_tma.py).
+ *
+ * Tile parameters: 128 x 256 x 32 output tile (128 rows of R, 256 of S), as rung 14's: each consumer
+ * warpgroup owns 64 rows of R and issues two m64n128k8 per k-step of 8, 128
+ * accumulators a thread. A stage holds S (32 KiB) and R (16 KiB); four stages.
+ *
+ * Limits: the tensor copies need 16-byte aligned matrices whose leading
+ * dimension and batch steps are multiples of 4 floats, and a k-contiguous
+ * operand. Anything else runs rung 14 (the same numbers, bit for bit);
+ * wgmma-less devices run tf32_mma.
+ */
+#ifndef FASTSGEMM_LADDER_20_TF32_TMA
+#define FASTSGEMM_LADDER_20_TF32_TMA
+
+#include "ladder/18_tf32x3_inplace.cu"  // and through it rungs 14-16: tensor maps, the orientation, the epilogue
+
+namespace fsg {
+namespace hopper {
+namespace tf32_tma {
+
+// ---- tile parameters ----
+constexpr int kR = 128, kS = 256;            // output tile: 128 rows of R x 256 rows of S
+constexpr int kSHalves = kS / 128;           // m64n128 wgmmas per consumer per k-step
+constexpr int kRFloats = kR * kBK;           // R: 128 x 32, 16 KiB
+constexpr int kSFloats = kS * kBK;           // S: 256 x 32, 32 KiB
+constexpr int kStageFloats = kSFloats + kRFloats;
+constexpr int kStages = 4;
+constexpr int kKSteps = kBK / 8;  // wgmma k-steps of 8 per k-tile
+constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
+static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
+using tf32x3_inplace::kBoxRows;
+using tf32x3_inplace::Operands;
+
+// ---- kernel ----
+/* A consumer thread's fragments of R for a whole k-tile, in wgmma's register
+ * layout (rows row and row + 8, k col and col + 4 of each k-step), as the
+ * copy engine landed them: already TF32. */
+template <bool R_ALONG_K>
+__device__ __forceinline__ void load_fragments(const float *raw_r, int row, int col, uint32_t (&a)[kKSteps][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int k = 8 * ks + col + 4 * (i / 2);
+            a[ks][i] = __float_as_uint(raw_r[tf32x3_inplace::raw_r_offset<R_ALONG_K>(row + 8 * (i % 2), k)]);
+        }
+}
+
+/* touch_registers for a whole k-tile's fragments: kept unchanged up to here, where their wgmmas are done. */
+__device__ __forceinline__ void keep_fragments(uint32_t (&a)[kKSteps][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) touch_registers(a[ks]);
+}
+
+/* One k-tile's products: acc[j] += R S_j^T over its four k-steps, R from this thread's
+ * fragments, S from shared memory, as one committed wgmma group. */
+__device__ __forceinline__ void products(float (&acc)[kSHalves][64], const uint32_t (&a)[kKSteps][4],
+                                         const float *s) {
+    wgmma_fence();  // the fragments' registers are written: wgmma may read them
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks)
+#pragma unroll
+        for (int j = 0; j < kSHalves; ++j)
+            wgmma_64x128x8_rs(acc[j], a[ks], descriptor(s + j * 128 * kBK + 8 * ks), 1);
+    wgmma_commit();
+}
+
+/* One block: the producer warpgroup (thread 0 issues the tensor copies), then
+ * two consumer warpgroups. R_ALONG_K: R's rows are k-contiguous in memory.
+ * TRANSPOSED: R is B^T and S is A (the result is D^T); otherwise R is A and
+ * S is B^T. `items`: the output tiles of every slice or product. */
+template <bool R_ALONG_K, bool TRANSPOSED>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tf32_tma_kernel(const __grid_constant__ CUtensorMap r_map, const __grid_constant__ CUtensorMap s_map,
+                          fsg_gemm problem, fsg_batch batch, Operands operands, int64_t items) {
+    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
+    const StageRing ring = start_ring<kStages, kStageFloats>(smem);
+    float *const stages = ring.stages;
+    uint64_t *const full = ring.full, *const empty = ring.empty;
+    const int tiles_r = (int)ceil_div(operands.rows_r, kR), tiles_s = (int)ceil_div(operands.rows_s, kS);
+    const int tid = threadIdx.x;
+    const bool in_batch = batch.count > 1;
+
+    if (tid < 128) {
+        registers_down<kProducerRegisters>();
+        if (tid == 0) {
+            // Tile q of this block's sequence (its items' k-tiles, one after another) into stage q % kStages, once
+            // the consumers are done with tile q - kStages there.
+            int64_t q = 0;
+            for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+                const WorkItem w = work_item(item, tiles_r, tiles_s);
+                const int count = (int)ceil_div(slice_or_product(problem, batch, w.z).k, kBK);
+                const int product = in_batch ? (int)w.z : 0, r0 = w.tile_m * kR, s0 = w.tile_n * kS;
+                const int r_product = operands.own_r ? product : 0, s_product = operands.own_s ? product : 0;
+                const int64_t k0 = in_batch ? 0 : w.z * problem.k_slice;  // a split-K slice's first k
+                for (int t = 0; t < count; ++t, ++q) {
+                    const int s = (int)(q % kStages), k = (int)(k0 + (int64_t)t * kBK);
+                    if (q >= kStages) mbarrier_wait(&empty[s], (int)(q / kStages - 1) & 1);
+                    float *stage = stages + s * kStageFloats, *raw_r = stage + kSFloats;
+                    mbarrier_arrive_expect(&full[s], kStageFloats * sizeof(float));
+                    tensor_load_3d(stage, &s_map, k, s0, s_product, &full[s]);
+                    if constexpr (R_ALONG_K) {
+                        tensor_load_3d(raw_r, &r_map, k, r0, r_product, &full[s]);
+                    } else {
+#pragma unroll
+                        for (int box = 0; box < kR / kBoxRows; ++box)
+                            tensor_load_3d(raw_r + box * kBoxRows * kBK, &r_map, r0 + box * kBoxRows, k, r_product,
+                                           &full[s]);
+                    }
+                }
+            }
+        }
+    } else {
+        registers_up<kConsumerRegisters>();
+        const int consumer = tid / 128 - 1, warp = (tid % 128) / 32, lane = tid % 32;
+        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as rung 16's
+        int64_t at = 0;  // the tile's place in the stages' sequence
+        for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+            const WorkItem w = work_item(item, tiles_r, tiles_s);
+            const fsg_gemm g = slice_or_product(problem, batch, w.z);
+            const int count = (int)ceil_div(g.k, kBK);
+            float acc[kSHalves][64] = {};  // summed from zero, as rung 14's: the same bits (a -0 sum included)
+            // Two sets of fragments, tile by tile in turn: a tile's wgmmas read theirs while the next tile's
+            // are loaded into the other. `step` is written out twice (even and odd tiles) so that each set
+            // stays in registers of its own.
+            uint32_t even[kKSteps][4], odd[kKSteps][4];
+            auto step = [&](int t, uint32_t(&mine)[kKSteps][4], uint32_t(&other)[kKSteps][4]) {
+                const int s = (int)((at + t) % kStages);
+                mbarrier_wait(&full[s], (int)((at + t) / kStages) & 1);
+                const float *stage = stages + s * kStageFloats;
+                load_fragments<R_ALONG_K>(stage + kSFloats, row, col, mine);
+                products(acc, mine, stage);
+                wgmma_wait<1>();  // tile t - 1's group is done: its stage may be refilled, its fragments reused
+                keep_fragments(other);
+                if (t > 0) mbarrier_arrive(&empty[(at + t - 1) % kStages]);
+            };
+            for (int t = 0; t < count; t += 2) {
+                step(t, even, odd);
+                if (t + 1 < count) step(t + 1, odd, even);
+            }
+            wgmma_wait_all();
+            mbarrier_arrive(&empty[(at + count - 1) % kStages]);
+            at += count;
+#pragma unroll
+            for (int j = 0; j < kSHalves; ++j) touch(acc[j]);
+            keep_fragments(even);
+            keep_fragments(odd);
+            const int64_t row0 = (int64_t)w.tile_m * kR + consumer * kWgRows;
+#pragma unroll
+            for (int j = 0; j < kSHalves; ++j)
+                tf32x3_inplace::store_output<TRANSPOSED>(g, row0, (int64_t)w.tile_n * kS + j * 128,
+                                                         [&](int i) { return acc[j][i]; });
+        }
+    }
+}
+
+// ---- launcher ----
+/* This rung on one product, a batch or split-K's slices, in rung 18's
+ * orientation, with tensor maps of type TF32 (the copy engine rounds).
+ * *launched stays false where it declines (rung 18's orient: no k-contiguous
+ * operand, or a matrix the copy engine cannot read). */
+inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    tf32x3_inplace::Orientation o;
+    bool possible;
+    const cudaError_t err = tf32x3_inplace::orient(g, batch, kR, kS, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, &o, &possible);
+    if (err != cudaSuccess || !possible) return err;
+    auto run = [&](auto kernel) {
+        launch_with_smem(kernel, o.grid, kThreads, kSmemBytes, stream, o.r_map, o.s_map, *g, batch, o.operands,
+                         o.items);
+    };
+    if (o.transposed) run(wgmma_tf32_tma_kernel<false, true>);
+    else if (g->a_trans) run(wgmma_tf32_tma_kernel<false, false>);
+    else run(wgmma_tf32_tma_kernel<true, false>);
+    *launched = true;
+    return cudaGetLastError();
+}
+
+/* Where this rung declines, rung 14's packed path: the same numbers. */
+inline cudaError_t launch_else_packed(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    const cudaError_t err = launch(g, batch, stream, launched);
+    if (err != cudaSuccess || *launched) return err;
+    return tf32::launch(g, batch, stream, launched);
+}
+
+}  // namespace tf32_tma
+}  // namespace hopper
+}  // namespace fsg
+
+// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+#if __INCLUDE_LEVEL__ == 0
+extern "C" cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg_tf32_tma_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
+}
+
+/* A batch: every product's output tiles on one persistent grid, a shared operand read where it lies. */
+extern "C" cudaError_t fsg_tf32_tma_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32_tma::launch_else_packed,
+                                            fsg_tf32_mma_sgemm);
+}
+#endif
+
+#endif /* FASTSGEMM_LADDER_20_TF32_TMA */
