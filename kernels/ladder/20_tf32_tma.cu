@@ -61,7 +61,7 @@ namespace tf32_tma {
 
 // ---- tile parameters ----
 constexpr int kR = 128, kS = 256;            // output tile: 128 rows of R x 256 rows of S
-constexpr int kSHalves = kS / 128;           // m64n128 wgmmas per consumer per k-step
+constexpr int kSHalves = kS / 128;           // the accumulators' halves of 128 columns (wgmma_64x256x8)
 constexpr int kRFloats = kR * kBK;           // R: 128 x 32, 16 KiB
 constexpr int kSFloats = kS * kBK;           // S: 256 x 32, 32 KiB
 constexpr int kStageFloats = kSFloats + kRFloats;
@@ -73,17 +73,16 @@ using tf32x3_inplace::kBoxRows;
 using tf32x3_inplace::Operands;
 
 // ---- kernel ----
-/* A consumer thread's fragments of R for a whole k-tile, in wgmma's register
- * layout (rows row and row + 8, k col and col + 4 of each k-step), as the
- * copy engine landed them: already TF32. */
-template <bool R_ALONG_K>
+/* A consumer thread's fragments of R (rows k-contiguous in memory: no) for a
+ * whole k-tile, in wgmma's register layout (rows row and row + 8, k col and
+ * col + 4 of each k-step), as the copy engine landed them: already TF32. */
 __device__ __forceinline__ void load_fragments(const float *raw_r, int row, int col, uint32_t (&a)[kKSteps][4]) {
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int k = 8 * ks + col + 4 * (i / 2);
-            a[ks][i] = __float_as_uint(raw_r[tf32x3_inplace::raw_r_offset<R_ALONG_K>(row + 8 * (i % 2), k)]);
+            a[ks][i] = __float_as_uint(raw_r[tf32x3_inplace::raw_r_offset<false>(row + 8 * (i % 2), k)]);
         }
 }
 
@@ -93,16 +92,23 @@ __device__ __forceinline__ void keep_fragments(uint32_t (&a)[kKSteps][4]) {
     for (int ks = 0; ks < kKSteps; ++ks) touch_registers(a[ks]);
 }
 
-/* One k-tile's products: acc[j] += R S_j^T over its four k-steps, R from this thread's
- * fragments, S from shared memory, as one committed wgmma group. */
-__device__ __forceinline__ void products(float (&acc)[kSHalves][64], const uint32_t (&a)[kKSteps][4],
+/* One k-tile's products, acc += R S^T over its four k-steps (one m64n256k8
+ * wgmma each), as one committed wgmma group: R from this thread's fragments
+ * (a), or, where R's rows are k-contiguous and so lie in wgmma's own layout,
+ * straight from shared memory (this consumer's 64 rows of r), as S always is. */
+template <bool R_ALONG_K>
+__device__ __forceinline__ void products(float (&acc)[2][64], const uint32_t (&a)[kKSteps][4], const float *r,
                                          const float *s) {
-    wgmma_fence();  // the fragments' registers are written: wgmma may read them
+    wgmma_fence();  // the fragments' (and the accumulators') registers are written: wgmma may read them
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks)
+    for (int ks = 0; ks < kKSteps; ++ks) {
+        if constexpr (R_ALONG_K) {
+            wgmma_64x256x8(acc, descriptor(r + 8 * ks), descriptor(s + 8 * ks), 1);
+        } else {
 #pragma unroll
-        for (int j = 0; j < kSHalves; ++j)
-            wgmma_64x128x8_rs(acc[j], a[ks], descriptor(s + j * 128 * kBK + 8 * ks), 1);
+            for (int j = 0; j < kSHalves; ++j) wgmma_64x128x8_rs(acc[j], a[ks], descriptor(s + j * 128 * kBK + 8 * ks), 1);
+        }
+    }
     wgmma_commit();
 }
 
@@ -161,18 +167,18 @@ __global__ void __launch_bounds__(kThreads, 1)
             const fsg_gemm g = slice_or_product(problem, batch, w.z);
             const int count = (int)ceil_div(g.k, kBK);
             float acc[kSHalves][64] = {};  // summed from zero, as rung 14's: the same bits (a -0 sum included)
-            // Two sets of fragments, tile by tile in turn: a tile's wgmmas read theirs while the next tile's
-            // are loaded into the other. `step` is written out twice (even and odd tiles) so that each set
-            // stays in registers of its own.
+            // Across k, R's fragments come from registers, two sets, tile by tile in turn: a tile's wgmmas read
+            // theirs while the next tile's are loaded into the other. `step` is written out twice (even and odd
+            // tiles) so that each set stays in registers of its own. Along k there are none (products).
             uint32_t even[kKSteps][4], odd[kKSteps][4];
             auto step = [&](int t, uint32_t(&mine)[kKSteps][4], uint32_t(&other)[kKSteps][4]) {
                 const int s = (int)((at + t) % kStages);
                 mbarrier_wait(&full[s], (int)((at + t) / kStages) & 1);
-                const float *stage = stages + s * kStageFloats;
-                load_fragments<R_ALONG_K>(stage + kSFloats, row, col, mine);
-                products(acc, mine, stage);
+                const float *stage = stages + s * kStageFloats, *raw_r = stage + kSFloats;
+                if constexpr (!R_ALONG_K) load_fragments(raw_r, row, col, mine);
+                products<R_ALONG_K>(acc, mine, raw_r + consumer * kWgRows * kBK, stage);
                 wgmma_wait<1>();  // tile t - 1's group is done: its stage may be refilled, its fragments reused
-                keep_fragments(other);
+                if constexpr (!R_ALONG_K) keep_fragments(other);
                 if (t > 0) mbarrier_arrive(&empty[(at + t - 1) % kStages]);
             };
             for (int t = 0; t < count; t += 2) {
@@ -184,12 +190,14 @@ __global__ void __launch_bounds__(kThreads, 1)
             at += count;
 #pragma unroll
             for (int j = 0; j < kSHalves; ++j) touch(acc[j]);
-            keep_fragments(even);
-            keep_fragments(odd);
+            if constexpr (!R_ALONG_K) {  // read by the last wgmmas until the wait: not reused before it
+                keep_fragments(even);
+                keep_fragments(odd);
+            }
             const int64_t row0 = (int64_t)w.tile_m * kR + consumer * kWgRows;
 #pragma unroll
             for (int j = 0; j < kSHalves; ++j)
-                tf32x3_inplace::store_output<TRANSPOSED>(g, row0, (int64_t)w.tile_n * kS + j * 128,
+                tf32x3_inplace::store_output<TRANSPOSED, true>(g, row0, (int64_t)w.tile_n * kS + j * 128,
                                                          [&](int i) { return acc[j][i]; });
         }
     }
