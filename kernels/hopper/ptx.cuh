@@ -107,9 +107,9 @@ __device__ __forceinline__ void wgmma_64x128x8_rs(float (&d)[64], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
-/* The same two ways for a 64 x 256 x 8 tile (rung 20), as one instruction: d[0] holds columns 0-127 and d[1]
- * columns 128-255, each as the m64n128 forms lay them out, so that the 128 accumulators are those of two m64n128
- * wgmmas side by side. b: 256 rows of B^T from one descriptor (32 atoms of 8 rows). */
+/* d (+)= A * B for a 64 x 256 x 8 tile (rung 20), as one instruction: d[0] holds columns 0-127 and d[1]
+ * columns 128-255, each as wgmma_64x128x8 lays them out, so that the 128 accumulators are those of two
+ * m64n128 wgmmas side by side. b: 256 rows of B^T from one descriptor (32 atoms of 8 rows). */
 __device__ __forceinline__ void wgmma_64x256x8(float (&d)[2][64], uint64_t a, uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -124,22 +124,6 @@ __device__ __forceinline__ void wgmma_64x256x8(float (&d)[2][64], uint64_t a, ui
         "%128, %129, p, 1, 1;\n}\n"
         : FSG_WGMMA_ACCUMULATORS_64(d[0]), FSG_WGMMA_ACCUMULATORS_64(d[1])
         : "l"(a), "l"(b), "r"(accumulate));
-}
-__device__ __forceinline__ void wgmma_64x256x8_rs(float (&d)[2][64], const uint32_t (&a)[4], uint64_t b,
-                                                  int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
-        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
-        "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
-        "%62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, "
-        "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, "
-        "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, "
-        "%119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "{%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
-        : FSG_WGMMA_ACCUMULATORS_64(d[0]), FSG_WGMMA_ACCUMULATORS_64(d[1])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
 /* d (+)= A * B for a 64 x 128 x 32 tile of signed 8-bit integers, summed exactly in s32 (rung 17): A from

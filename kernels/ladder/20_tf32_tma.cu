@@ -27,23 +27,32 @@
  *   - the operand wgmma reads from shared memory (S) is one whose k is
  *     contiguous in the caller's matrix, landed by one tensor copy per stage
  *     (256 rows x 32 k, the 128-byte swizzle that is wgmma's layout);
- *   - the other (R, 128 rows) is copied as it lies and read by each consumer
- *     thread into wgmma's register fragments: 16 loads a k-tile, no rounding
- *     left to do;
+ *   - the other (R, 128 rows) is copied as it lies. Where its k is contiguous
+ *     too (A row-major, B column-major), it lies in wgmma's layout as well and
+ *     wgmma reads it from shared memory; otherwise each consumer thread loads
+ *     its fragments into registers (16 loads a k-tile, no rounding left to
+ *     do), two sets in turn, so that a tile's loads run while the tile
+ *     before's wgmmas still read the other set;
  *   - where B is row-major (numpy's default), the kernel computes D^T =
  *     B^T A^T, so that S is A, and writes each result to D transposed (rung
  *     18's orientation and epilogue).
  * One product per k-step instead of rung 18's three, so the consumers keep one
- * k-tile's wgmmas in flight while they load the next tile's fragments into a
- * second set of registers (wait_group 1): the tensor cores never wait for the
- * loads. Persistent grid, one block per SM: the producer runs on into the next
- * output tile while the consumers store the last one.
+ * k-tile's wgmmas in flight while they issue the next (wait_group 1): the
+ * tensor cores do not wait between tiles. Persistent grid, one block per SM:
+ * the producer runs on into the next output tile while the consumers store
+ * the last one, in 8-byte pairs of adjacent columns where D's rows take them.
  * The products and the order of the sums are rung 14's, so the result is the
  * same, bit for bit (tests/test_tf32_tma.py).
  *
+ * Measured on the H200 (benchmarks/NOTES.md, "Rung 20"): 0.98-1.11x cuBLAS's
+ * TF32 GEMM from 4096^3 to 16384^3 in every layout the copy engine takes,
+ * where rung 14 ran 0.76-1.02x.
+ *
  * Tile parameters: 128 x 256 x 32 output tile (128 rows of R, 256 of S), as rung 14's: each consumer
- * warpgroup owns 64 rows of R and issues two m64n128k8 per k-step of 8, 128
- * accumulators a thread. A stage holds S (32 KiB) and R (16 KiB); four stages.
+ * warpgroup owns 64 rows of R, 128 accumulators a thread, and issues one m64n256k8 a k-step of 8 from shared
+ * memory, or two m64n128k8 with R from registers (one m64n256k8 there made ptxas serialize the wgmmas: it
+ * reloaded the fragments of each k-step into the same four registers). A stage holds S (32 KiB) and R
+ * (16 KiB); four stages.
  *
  * Limits: the tensor copies need 16-byte aligned matrices whose leading
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous

@@ -311,9 +311,9 @@ const fsg_rung fsg_rungs[] = {
         .number = 20,
         .name = "tf32_tma",
         .idea = "rung 14 with no pack pass: tensor maps of type TF32, so the copy engine rounds each operand to "
-                "nearest as it lands; the k-contiguous operand read by wgmma from shared memory, the other from "
-                "registers, B^T A^T where that one is A (tf32 where neither is k-contiguous or aligned; tf32_mma "
-                "where wgmma is not had)",
+                "nearest as it lands; wgmma reads a k-contiguous operand from shared memory and the other from "
+                "registers where its k is not contiguous, B^T A^T where B is row-major (tf32 where neither is "
+                "k-contiguous or aligned; tf32_mma where wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/ladder/20_tf32_tma.cu",
         .launch = fsg_tf32_tma_sgemm,
