@@ -1,4 +1,5 @@
-# tf32_tma (rung 20) and tf32 (rung 14) against cuBLAS's TF32 GEMM (torch.matmul with TF32 allowed) in the four
+# tf32_tma (rung 20) and tf32 (rung 14) against cuBLAS's TF32 GEMM (torch.matmul with TF32 allowed, and
+# fsg:cublas_tf32, cuBLAS as fastsgemm's kernel="cublas_tf32" calls it, as the sweep does) in the four
 # layouts of torch operands: NN (A and B row-major), NT (B a transposed view: k contiguous), TN (A a transposed
 # view), TT. CUDA events, fresh randn operands, 3 warm-ups each, then 20 rounds in which each contender runs once in
 # turn (a clock that drifts with the GPU's temperature weighs on all alike); each one's median of 20, as TFLOP/s and
@@ -42,8 +43,9 @@ for size in [int(s) for s in sys.argv[1:]] or [4096, 8192, 16384]:
         b = b.t() if layout[1] == "T" else b
         out = torch.empty(size, size, device="cuda")
         calls = {"cublas_tf32": lambda: torch.matmul(a, b, out=out)}
-        for kernel in ("tf32_tma", "tf32"):
-            calls[kernel] = lambda kernel=kernel: fastsgemm.matmul(a, b, out=out, kernel=kernel)
+        for kernel in ("tf32_tma", "tf32", "cublas_tf32"):  # the last: cuBLAS as fastsgemm calls it (the sweep's)
+            calls[kernel if kernel != "cublas_tf32" else "fsg:cublas_tf32"] = \
+                lambda kernel=kernel: fastsgemm.matmul(a, b, out=out, kernel=kernel)
         times = medians_ms(calls)
         flops = 2 * size**3
         cells = [f"{name}={flops / ms / 1e9:.0f}({times['cublas_tf32'] / ms:.3f}x)" for name, ms in times.items()]

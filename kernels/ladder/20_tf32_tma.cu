@@ -46,7 +46,7 @@
  *
  * Measured on the H200 (benchmarks/NOTES.md, "Rung 20"): 0.98-1.11x cuBLAS's
  * TF32 GEMM from 4096^3 to 16384^3 in every layout the copy engine takes,
- * where rung 14 ran 0.76-1.02x.
+ * where rung 14 ran 0.75-1.02x.
  *
  * Tile parameters: 128 x 256 x 32 output tile (128 rows of R, 256 of S), as rung 14's: each consumer
  * warpgroup owns 64 rows of R, 128 accumulators a thread, and issues one m64n256k8 a k-step of 8 from shared
