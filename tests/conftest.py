@@ -145,15 +145,26 @@ def needs_hopper():
         pytest.skip("only compute capability 9.0 has the wgmma paths")
 
 
-def run_raw(kernel, A, B, trans_a, trans_b, alpha=1.0, beta=0.0, C=None):
-    """sgemm_raw with A and B stored row- or column-major on the device, into an output poisoned with NaN (or C)."""
+def run_raw(kernel, A, B, trans_a, trans_b, alpha=1.0, beta=0.0, C=None, pad=False):
+    """sgemm_raw with A and B stored row- or column-major on the device, into an output poisoned with NaN (or C).
+    pad: each stored line of A and B (a row, or a column where stored column-major) is followed by NaN up to a
+    multiple of 4 floats, so that the leading dimensions are ones the copy engine takes (rungs 18 and 20) and
+    any read past a matrix's edge shows."""
     m, k = A.shape
     n = B.shape[1]
-    a = fastsgemm.to_device(np.ascontiguousarray(A.T) if trans_a else A)
-    b = fastsgemm.to_device(np.ascontiguousarray(B.T) if trans_b else B)
+
+    def stored(X, transposed):
+        lines = np.ascontiguousarray(X.T) if transposed else X
+        if not pad:
+            return fastsgemm.to_device(lines), lines.shape[1]
+        padded = np.full((lines.shape[0], -(-lines.shape[1] // 4) * 4), np.nan, np.float32)
+        padded[:, : lines.shape[1]] = lines
+        return fastsgemm.to_device(padded), padded.shape[1]
+
+    (a, lda), (b, ldb) = stored(A, trans_a), stored(B, trans_b)
     out = fastsgemm.to_device(np.full((m, n), np.nan, np.float32) if C is None else C)
-    fastsgemm.sgemm_raw(m, n, k, alpha, a.ptr, m if trans_a else k, b.ptr, k if trans_b else n, beta, out.ptr, n,
-                        kernel=kernel, trans_a=trans_a, trans_b=trans_b)
+    fastsgemm.sgemm_raw(m, n, k, alpha, a.ptr, lda, b.ptr, ldb, beta, out.ptr, n, kernel=kernel, trans_a=trans_a,
+                        trans_b=trans_b)
     return out.numpy()
 
 
@@ -200,18 +211,19 @@ def copy_engine_stacks(torch, seed):
     """Stacks through the tensor maps' third dimension: each product's own A and B, a shared A (B's stack every
     other matrix, so the products do not fold into one), a shared B (one launch of the stack, not a tall matrix:
     the output's stack is strided), both column-major, a stack step that is no multiple of 4 floats (the rung's
-    fallback runs it), and stacks whose operands' matrices overlap one another."""
+    fallback runs it), and stacks whose operands' matrices overlap one another. Leading dimensions are multiples
+    of 4 floats but where a case says otherwise, so that the copy engine's path is the one tested."""
     generator = torch.Generator(device="cuda").manual_seed(seed)
 
     def randn(*shape):
         return torch.randn(*shape, device="cuda", generator=generator)
 
     return {
-        "own A and B": (randn(6, 130, 100), randn(6, 100, 270)),
+        "own A and B": (randn(6, 130, 100), randn(6, 100, 272)),  # 272: wider than one 256-row tile
         "128^3 stack": (randn(40, 128, 128), randn(40, 128, 128)),
-        "shared A": (randn(130, 100), randn(12, 100, 70)[::2]),
+        "shared A": (randn(130, 100), randn(12, 100, 72)[::2]),
         "shared B": (randn(5, 2, 64, 96)[:, 0], randn(96, 80)),
-        "column-major": (randn(4, 100, 130).transpose(1, 2), randn(4, 70, 100).transpose(1, 2)),
+        "column-major": (randn(4, 100, 132).transpose(1, 2), randn(4, 72, 100).transpose(1, 2)),
         "odd step": (randn(5 * 2950).as_strided((5, 67, 43), (2950, 44, 1)), randn(5, 43, 45)),
         # Each product's A starts 16 rows into the one before it: the copies of one read what another's read.
         "overlapping A's": (randn(7 * 16 * 48 + 64 * 48).as_strided((7, 64, 48), (16 * 48, 48, 1)), randn(7, 48, 72)),

@@ -46,8 +46,9 @@ def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng):
 
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
 def test_alpha_beta_and_c_in_every_orientation(trans_a, trans_b, rng):
-    """The transposed store reads C where it writes D: C(i, j) beside D(i, j), not C(j, i)."""
-    m, n, k = 150, 90, 70
+    """The transposed store reads C where it writes D: C(i, j) beside D(i, j), not C(j, i). Leading dimensions
+    the copy engine takes (multiples of 4), so that its epilogue is the one with C."""
+    m, n, k = 152, 92, 72
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     mine = run_raw(KERNEL, A, B, trans_a, trans_b, alpha=1.5, beta=-0.5, C=C)
     exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)

@@ -24,7 +24,8 @@ TF32_BOUND = fastsgemm._registry.ERROR_BOUND["tf32"]
 # Whole tiles (128 x 256, either way round); partial tiles on every edge; K not a multiple of the 32-deep k-tile
 # or of 4; one row or one column; a long K that the planner cuts into slices (each slice read from the middle of
 # the operands); K of 1 to 3, less than one 16-byte line of a k-contiguous row (the copy engine's zeros fill the
-# rest of the k-tile); more output tiles than SMs, so that blocks take several (the persistent grid).
+# rest of the k-tile, with lines padded to 4 floats; K = 1 runs rung 14: test_padded_lines_take_the_copy_engine);
+# more output tiles than SMs, so that blocks take several (the persistent grid).
 SHAPES = [(256, 512, 256), (130, 300, 100), (67, 45, 5001), (300, 200, 9000), (1, 300, 4), (300, 1, 36),
           (129, 257, 33), (70, 90, 1), (260, 33, 2), (129, 64, 3), (2100, 1900, 64)]
 
@@ -35,17 +36,20 @@ def tf32_nearest_even(x):
     return rounded.astype(np.uint32).view(np.float32)
 
 
+@pytest.mark.parametrize("pad", [True, False], ids=["lines-of-4", "tight"])
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
-def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng):
+def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, pad, rng):
     """A wrong fragment layout of R, a k-tile from the wrong place, a stage refilled before it was read, a
     fragment register reused while its wgmma still reads it, garbage where the copy engine should have brought
     zeros, or a transposed store that misses: each would show as differing bits. The comparison cannot pass by
-    accident: tf32 and tf32_mma differ in their bits (tests/test_tensorcore.py)."""
+    accident: tf32 and tf32_mma differ in their bits (tests/test_tensorcore.py). With lines padded to 4 floats
+    the copy engine runs every orientation but column-major A with row-major B (test_padded_lines_take_the_copy_
+    engine); stored tight, a line of 1, 2, 3, 5001 ... floats is one it cannot take, and rung 14 runs."""
     needs_hopper()
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
-    mine = run_raw(KERNEL, A, B, trans_a, trans_b)
-    packed = run_raw("tf32", A, B, trans_a, trans_b)
+    mine = run_raw(KERNEL, A, B, trans_a, trans_b, pad=pad)
+    packed = run_raw("tf32", A, B, trans_a, trans_b, pad=pad)
     assert not np.isnan(mine).any()
     mismatches = np.argwhere(mine.view(np.uint32) != packed.view(np.uint32))
     assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
@@ -60,7 +64,8 @@ def test_the_copy_engine_rounds_to_nearest_even(trans_a, trans_b, rng):
     result is exactly rn(a) rn(b), with rn TF32's rounding to nearest, ties to even, and it is not
     trunc(a) trunc(b), what the tensor cores make of an unrounded operand. A quarter of the operands lie exactly
     halfway between two TF32 values, about half of those with an odd last kept bit: the ties' rule shows there.
-    (K = 32 keeps every leading dimension a multiple of 4: the copy engine's path, not rung 14's.)"""
+    (K = 32 and lines padded to 4 floats: the copy engine's path in three orientations; column-major A with
+    row-major B runs rung 14, whose pack pass rounds the same way.)"""
     needs_hopper()
     m, n, k = 200, 300, 32
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
@@ -74,14 +79,15 @@ def test_the_copy_engine_rounds_to_nearest_even(trans_a, trans_b, rng):
         (B.view(np.uint32) & ~np.uint32(0x1FFF)).view(np.float32).astype(np.float64)
     products = expected != 0
     assert products.mean() > 0.02 and (expected != truncated)[products].mean() > 0.5  # the check can tell them apart
-    result = run_raw(KERNEL, A, B, trans_a, trans_b).astype(np.float64)
+    result = run_raw(KERNEL, A, B, trans_a, trans_b, pad=True).astype(np.float64)
     np.testing.assert_array_equal(result, expected)
 
 
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
 def test_alpha_beta_and_c_in_every_orientation(trans_a, trans_b, rng):
-    """The transposed store reads C where it writes D: C(i, j) beside D(i, j), not C(j, i)."""
-    m, n, k = 150, 290, 70
+    """The transposed store reads C where it writes D: C(i, j) beside D(i, j), not C(j, i). Leading dimensions
+    the copy engine takes (multiples of 4), so that its epilogue is the one with C."""
+    m, n, k = 152, 292, 72
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
     mine = run_raw(KERNEL, A, B, trans_a, trans_b, alpha=1.5, beta=-0.5, C=C)
     exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)
@@ -116,6 +122,25 @@ def test_the_path_that_runs(case):
     expected = torch.matmul(a.double(), b.double())
     result = fastsgemm.matmul(a, b, kernel=KERNEL)
     assert float((result.double() - expected).norm() / expected.norm()) < TF32_BOUND
+
+
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES[:2] + TRANSPOSES[3:], ids=TRANSPOSE_IDS[:2] + TRANSPOSE_IDS[3:])
+def test_padded_lines_take_the_copy_engine(trans_a, trans_b, rng):
+    """The bit-for-bit test's padded shapes (edges, K of 2 and 3, a long K in slices) run this rung's kernel, not
+    rung 14's, wherever an operand is k-contiguous: the profiler says which kernels ran. Not the shapes with a
+    dimension of 1: a matrix of one row or one column is read as a vector whose leading dimension is its length
+    (csrc/operands.c, fsg_classify), which the copy engine takes only where that is a multiple of 4 floats, so
+    some of them run rung 14 (seen on the H200: 70x90x1 with both operands row-major, 300x1x36 with B
+    column-major)."""
+    pytest.importorskip("torch")
+    needs_hopper()
+    for m, n, k in SHAPES:
+        if 1 in (m, n, k):  # a vector: fastsgemm gives it its length as leading dimension (docstring)
+            continue
+        A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+        names = launched_kernels(lambda: run_raw(KERNEL, A, B, trans_a, trans_b, pad=True))
+        assert any("tf32_tma" in name for name in names) and not any("pack" in name for name in names), \
+            f"{m}x{n}x{k}: launched {names}"
 
 
 def test_stacks_equal_the_packed_path_bit_for_bit():

@@ -16,12 +16,13 @@
  * The idea. A tensor map names the element type of the matrix it describes,
  * and TF32 is one of the types. A tensor copy through a map of type TF32
  * reads FP32 from global memory and writes each value to shared memory
- * rounded to TF32, to nearest with ties to even: measured bit for bit on the
- * H200 against that rounding of 2048 values, ties and signs among them
- * (benchmarks/NOTES.md). It is the rounding rung 14's pack pass does (cvt.rn),
- * so the copy engine does the pass's work on the way, at no cost. cuBLAS's
- * own TF32 kernels on Hopper do the same: their SASS has tensor copies and
- * wgmma, and nothing that rounds.
+ * rounded to TF32, to nearest with ties to even: measured on the H200, 2047
+ * of 2048 values bit for bit, ties and signs among them, the 2048th a NaN
+ * made canonical (benchmarks/harness/tma_round.cu, benchmarks/NOTES.md).
+ * It is the rounding rung 14's pack pass does (cvt.rn), so the copy engine
+ * does the pass's work on the way, at no cost. cuBLAS's own TF32 kernels on
+ * Hopper do the same: their SASS has tensor copies and wgmma, and nothing
+ * that rounds (benchmarks/results/raw/cublas-tf32-sass.txt).
  *
  * What is left is rung 18's block with no split at all:
  *   - the operand wgmma reads from shared memory (S) is one whose k is
@@ -44,9 +45,9 @@
  * The products and the order of the sums are rung 14's, so the result is the
  * same, bit for bit (tests/test_tf32_tma.py).
  *
- * Measured on the H200 (benchmarks/NOTES.md, "Rung 20"): 0.98-1.11x cuBLAS's
- * TF32 GEMM from 4096^3 to 16384^3 in every layout the copy engine takes,
- * where rung 14 ran 0.75-1.02x.
+ * Measured on the H200, timed round by round against cuBLAS's TF32 GEMM
+ * (benchmarks/NOTES.md, "Rung 20"): 0.98-1.11x from 4096^3 to 16384^3 in
+ * every layout the copy engine takes, where rung 14 ran 0.75-1.02x.
  *
  * Tile parameters: 128 x 256 x 32 output tile (128 rows of R, 256 of S), as rung 14's: each consumer
  * warpgroup owns 64 rows of R, 128 accumulators a thread, and issues one m64n256k8 a k-step of 8 from shared
@@ -56,8 +57,9 @@
  *
  * Limits: the tensor copies need 16-byte aligned matrices whose leading
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous
- * operand. Anything else runs rung 14 (the same numbers, bit for bit);
- * wgmma-less devices run tf32_mma.
+ * operand. Anything else runs rung 14 (the same numbers, bit for bit, but
+ * where rung 14 must cut K into panels for want of workspace, or runs
+ * tf32_mma without one); wgmma-less devices run tf32_mma.
  */
 #ifndef FASTSGEMM_LADDER_20_TF32_TMA
 #define FASTSGEMM_LADDER_20_TF32_TMA
