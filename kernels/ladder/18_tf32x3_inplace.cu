@@ -181,6 +181,42 @@ __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, in
     }
 }
 
+/* The copy thread of a block (this rung's and rung 20's): tile q of the block's
+ * sequence (its items' k-tiles, one after another) into stage q % STAGES,
+ * once the consumers are done with tile q - STAGES there (empty): S's
+ * S_ROWS x 32 box at the stage's start, R's R_ROWS rows at R_AT (one box along
+ * k, or boxes of kBoxRows rows across it), both completing on landed. */
+template <bool R_ALONG_K, int STAGES, int STAGE_FLOATS, int R_ROWS, int S_ROWS, int R_AT>
+__device__ __forceinline__ void copy_tiles(float *stages, uint64_t *landed, uint64_t *empty, const CUtensorMap &r_map,
+                                           const CUtensorMap &s_map, const fsg_gemm &problem, const fsg_batch &batch,
+                                           const Operands &operands, int64_t items) {
+    const int tiles_r = (int)ceil_div(operands.rows_r, R_ROWS), tiles_s = (int)ceil_div(operands.rows_s, S_ROWS);
+    const bool in_batch = batch.count > 1;
+    int64_t q = 0;
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        const WorkItem w = work_item(item, tiles_r, tiles_s);
+        const int count = (int)ceil_div(slice_or_product(problem, batch, w.z).k, kBK);
+        const int product = in_batch ? (int)w.z : 0, r0 = w.tile_m * R_ROWS, s0 = w.tile_n * S_ROWS;
+        const int r_product = operands.own_r ? product : 0, s_product = operands.own_s ? product : 0;
+        const int64_t k0 = in_batch ? 0 : w.z * problem.k_slice;  // a split-K slice's first k
+        for (int t = 0; t < count; ++t, ++q) {
+            const int s = (int)(q % STAGES), k = (int)(k0 + (int64_t)t * kBK);
+            if (q >= STAGES) mbarrier_wait(&empty[s], (int)(q / STAGES - 1) & 1);
+            float *stage = stages + s * STAGE_FLOATS, *raw_r = stage + R_AT;
+            mbarrier_arrive_expect(&landed[s], (S_ROWS + R_ROWS) * kBK * sizeof(float));
+            tensor_load_3d(stage, &s_map, k, s0, s_product, &landed[s]);
+            if constexpr (R_ALONG_K) {
+                tensor_load_3d(raw_r, &r_map, k, r0, r_product, &landed[s]);
+            } else {
+#pragma unroll
+                for (int box = 0; box < R_ROWS / kBoxRows; ++box)
+                    tensor_load_3d(raw_r + box * kBoxRows * kBK, &r_map, r0 + box * kBoxRows, k, r_product,
+                                   &landed[s]);
+            }
+        }
+    }
+}
+
 /* One block: the producer warpgroup (thread 0 the copies, warps 1-3 the
  * split), then two consumer warpgroups. R_ALONG_K: R's rows are k-contiguous in memory.
  * TRANSPOSED: R is B^T and S is A (the result is D^T); otherwise R is A and
@@ -198,38 +234,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint64_t *const full = ring.full, *const empty = ring.empty;
     const int tiles_r = (int)ceil_div(operands.rows_r, kTile), tiles_s = (int)ceil_div(operands.rows_s, kTile);
     const int tid = threadIdx.x;
-    const bool in_batch = batch.count > 1;
     auto depth_tiles = [&](int64_t z) { return (int)ceil_div(slice_or_product(problem, batch, z).k, kBK); };
 
     if (tid < 128) {
         registers_down<kProducerRegisters>();
         if (tid == 0) {
-            // The copies: tile q of this block's sequence (its items' k-tiles, one after another) into stage
-            // q % kStages, once the consumers are done with tile q - kStages there. A thread of its own, so that
-            // the copies run as far ahead as the stages allow while the split warps wait for bytes.
-            int64_t q = 0;
-            for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-                const WorkItem w = work_item(item, tiles_r, tiles_s);
-                const int count = depth_tiles(w.z);
-                const int product = in_batch ? (int)w.z : 0, r0 = w.tile_m * kTile, s0 = w.tile_n * kTile;
-                const int r_product = operands.own_r ? product : 0, s_product = operands.own_s ? product : 0;
-                const int64_t k0 = in_batch ? 0 : w.z * problem.k_slice;  // a split-K slice's first k
-                for (int t = 0; t < count; ++t, ++q) {
-                    const int s = (int)(q % kStages), k = (int)(k0 + (int64_t)t * kBK);
-                    if (q >= kStages) mbarrier_wait(&empty[s], (int)(q / kStages - 1) & 1);
-                    float *stage = stages + s * kStageFloats, *raw_r = stage + 2 * kPartFloats;
-                    mbarrier_arrive_expect(&landed[s], 2 * kPartFloats * sizeof(float));
-                    tensor_load_3d(stage, &s_map, k, s0, s_product, &landed[s]);
-                    if constexpr (R_ALONG_K) {
-                        tensor_load_3d(raw_r, &r_map, k, r0, r_product, &landed[s]);
-                    } else {
-#pragma unroll
-                        for (int box = 0; box < kTile / kBoxRows; ++box)
-                            tensor_load_3d(raw_r + box * kBoxRows * kBK, &r_map, r0 + box * kBoxRows, k, r_product,
-                                           &landed[s]);
-                    }
-                }
-            }
+            // The copies, on a thread of their own, so that they run as far ahead as the stages allow while the
+            // split warps wait for bytes.
+            copy_tiles<R_ALONG_K, kStages, kStageFloats, kTile, kTile, 2 * kPartFloats>(
+                stages, landed, empty, r_map, s_map, problem, batch, operands, items);
         } else if (tid >= 32) {
             // The split: each tile as soon as its bytes have landed.
             int64_t at = 0;

@@ -137,37 +137,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint64_t *const full = ring.full, *const empty = ring.empty;
     const int tiles_r = (int)ceil_div(operands.rows_r, kR), tiles_s = (int)ceil_div(operands.rows_s, kS);
     const int tid = threadIdx.x;
-    const bool in_batch = batch.count > 1;
 
     if (tid < 128) {
         registers_down<kProducerRegisters>();
-        if (tid == 0) {
-            // Tile q of this block's sequence (its items' k-tiles, one after another) into stage q % kStages, once
-            // the consumers are done with tile q - kStages there.
-            int64_t q = 0;
-            for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-                const WorkItem w = work_item(item, tiles_r, tiles_s);
-                const int count = (int)ceil_div(slice_or_product(problem, batch, w.z).k, kBK);
-                const int product = in_batch ? (int)w.z : 0, r0 = w.tile_m * kR, s0 = w.tile_n * kS;
-                const int r_product = operands.own_r ? product : 0, s_product = operands.own_s ? product : 0;
-                const int64_t k0 = in_batch ? 0 : w.z * problem.k_slice;  // a split-K slice's first k
-                for (int t = 0; t < count; ++t, ++q) {
-                    const int s = (int)(q % kStages), k = (int)(k0 + (int64_t)t * kBK);
-                    if (q >= kStages) mbarrier_wait(&empty[s], (int)(q / kStages - 1) & 1);
-                    float *stage = stages + s * kStageFloats, *raw_r = stage + kSFloats;
-                    mbarrier_arrive_expect(&full[s], kStageFloats * sizeof(float));
-                    tensor_load_3d(stage, &s_map, k, s0, s_product, &full[s]);
-                    if constexpr (R_ALONG_K) {
-                        tensor_load_3d(raw_r, &r_map, k, r0, r_product, &full[s]);
-                    } else {
-#pragma unroll
-                        for (int box = 0; box < kR / kBoxRows; ++box)
-                            tensor_load_3d(raw_r + box * kBoxRows * kBK, &r_map, r0 + box * kBoxRows, k, r_product,
-                                           &full[s]);
-                    }
-                }
-            }
-        }
+        if (tid == 0)
+            tf32x3_inplace::copy_tiles<R_ALONG_K, kStages, kStageFloats, kR, kS, kSFloats>(
+                stages, full, empty, r_map, s_map, problem, batch, operands, items);
     } else {
         registers_up<kConsumerRegisters>();
         const int consumer = tid / 128 - 1, warp = (tid % 128) / 32, lane = tid % 32;
