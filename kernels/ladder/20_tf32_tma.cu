@@ -103,10 +103,11 @@ __device__ __forceinline__ void keep_fragments(uint32_t (&a)[kKSteps][4]) {
     for (int ks = 0; ks < kKSteps; ++ks) touch_registers(a[ks]);
 }
 
-/* One k-tile's products, acc += R S^T over its four k-steps (one m64n256k8
- * wgmma each), as one committed wgmma group: R from this thread's fragments
- * (a), or, where R's rows are k-contiguous and so lie in wgmma's own layout,
- * straight from shared memory (this consumer's 64 rows of r), as S always is. */
+/* One k-tile's products, acc += R S^T over its four k-steps, as one committed
+ * wgmma group: R from this thread's fragments (a), two m64n128k8 a k-step, or,
+ * where R's rows are k-contiguous and so lie in wgmma's own layout, straight
+ * from shared memory (this consumer's 64 rows of r), as S always is, one
+ * m64n256k8 a k-step. */
 template <bool R_ALONG_K>
 __device__ __forceinline__ void products(float (&acc)[2][64], const uint32_t (&a)[kKSteps][4], const float *r,
                                          const float *s) {
@@ -117,7 +118,8 @@ __device__ __forceinline__ void products(float (&acc)[2][64], const uint32_t (&a
             wgmma_64x256x8(acc, descriptor(r + 8 * ks), descriptor(s + 8 * ks), 1);
         } else {
 #pragma unroll
-            for (int j = 0; j < kSHalves; ++j) wgmma_64x128x8_rs(acc[j], a[ks], descriptor(s + j * 128 * kBK + 8 * ks), 1);
+            for (int j = 0; j < kSHalves; ++j)
+                wgmma_64x128x8_rs(acc[j], a[ks], descriptor(s + j * 128 * kBK + 8 * ks), 1);
         }
     }
     wgmma_commit();
