@@ -50,10 +50,11 @@
  * Tile parameters: the GEMM is rung 14's pipeline on 8-bit data. A packed
  * tile is 128 rows x 128 k of int8: 16 KiB, rows of 128 bytes in the same
  * 128-byte swizzle, so rung 14's descriptors and bulk copies serve as they
- * are; a wgmma k-step is 32 values (32 bytes) instead of 8. One block runs all
- * n moduli of its 128 x 256 output tile in turn: the producer streams the
- * moduli's k-tiles as one sequence, the consumers reset their accumulators
- * at each modulus's first k-step and write its residues after its last.
+ * are; a wgmma k-step is 32 values (32 bytes) instead of 8. The grid is
+ * persistent, one block an SM; its work items are one 128 x 256 output tile
+ * under one modulus each. A block's producer streams its items' k-tiles as one
+ * sequence; the consumers reset their accumulators at each item's first
+ * k-step and write its residues after its last.
  *
  * Limits: sm_90a; a workspace of about n (M + N) K + n M N bytes per panel;
  * a call whose workspace cannot be had runs tf32x3. Split-K's slices (a
@@ -61,12 +62,13 @@
  * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
  * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
  *
- * Next: at 16384^3 the GEMM is 88% of the call, and it is bound by the
- * tensor pipe, busy 87% of its cycles, at whatever clock the GPU gives it
- * under this load (1.6 GHz, not 1.98; benchmarks/NOTES.md, "What bounds the
- * GEMM"): L2 is not what it waits on, so sharing B's tiles by multicast would
- * not help. What is left is the 13% the pipe idles and, outside the GEMM, the
- * slice pass (8 integer residues an element), which is instruction-bound.
+ * Next: at 16384^3 the GEMM is 90% of the call, and it is bound by the
+ * tensor pipe, busy 93% of its cycles there (87.6% at 8192^3), at whatever
+ * clock the GPU gives it under this load (1.3-1.6 GHz, not 1.98;
+ * benchmarks/NOTES.md, "What bounds the GEMM"): L2 is not what it waits on,
+ * so sharing B's tiles by multicast would not help. What is left is outside
+ * the GEMM: the scale pass reads each operand twice, and the slice pass (8
+ * integer residues an element) is instruction-bound.
  */
 #ifndef FASTSGEMM_LADDER_17_OZAKI
 #define FASTSGEMM_LADDER_17_OZAKI
@@ -324,26 +326,41 @@ __device__ __forceinline__ int reduce(int x, int m, double inverse) {
     return r > 127 ? r - m : r;
 }
 
-/* Rung 14's block on packed int8 tiles, once per modulus: the producer streams modulus t's k-tiles after
- * modulus t - 1's, the consumers start each modulus's sums afresh and, after its last k-tile, write their
- * sums' residues to that modulus's plane of `residues` (row-major, ldr bytes a row, plane_r bytes a plane). */
+/* Rung 14's block on packed int8 tiles, on a persistent grid: one block per SM, each taking the work items
+ * (an output tile under one modulus: items = moduli x tiles, modulus by modulus, each modulus's tiles in
+ * start_block's order) gridDim.x apart. The producer streams the k-tiles of the block's items as one
+ * sequence, so that the next item's tiles arrive while the consumers finish the last; the consumers start
+ * each item's sums afresh and, after its last k-tile, write their sums' residues to that modulus's plane of
+ * `residues` (row-major, ldr bytes a row, plane_r bytes a plane). With a block per tile running every
+ * modulus (the first version), the last of the tiles' waves ran part-empty: 15.5 waves at 8192^3, 62.1 at
+ * 16384^3; items are eight times finer. */
 template <int = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(fsg_gemm g, const char *packed_a, const char *packed_b, int tiles_k, int64_t plane_a,
                 int64_t plane_b, int8_t *residues, int64_t ldr, int64_t plane_r, Moduli moduli) {
     extern __shared__ __align__(1024) float4 smem[];
-    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, kBN>(smem, g);
+    const auto [stages, full, empty] = start_ring<kStages, kStageFloats>(smem);
+    const int tiles_m = (int)ceil_div(g.m, (int64_t)kBM), tiles_n = (int)ceil_div(g.n, (int64_t)kBN);
+    const int64_t items = (int64_t)tiles_m * tiles_n * moduli.count;
+    // The block's j-th item is blockIdx.x + j gridDim.x; the k-tiles of all of them, in sequence.
+    const int count = (int)ceil_div(items - blockIdx.x, (int64_t)gridDim.x) * tiles_k;
+    auto item_of = [&](int t) { return work_item(blockIdx.x + (int64_t)(t / tiles_k) * gridDim.x, tiles_m, tiles_n); };
     const int tid = threadIdx.x, warpgroup = tid / 128;
-    const int count = moduli.count * tiles_k;  // k-tiles of all moduli, in sequence
     if (warpgroup == 0) {
         registers_down<kProducerRegisters>();
         if (tid == 0) {
-            const char *a_tiles = packed_a + (int64_t)tile_m * tiles_k * kTileBytes;  // the block's row tiles
-            const char *b_tiles = packed_b + (int64_t)tile_n * kBTiles * tiles_k * kTileBytes;
+            // The item's tiles, found once an item: its divisions, done for every copy, held the copies back
+            // (the IMMA pipe fell from 87% to 71% busy at 8192^3).
+            int k_tile = 0;
+            const char *a_tiles = nullptr, *b_tiles = nullptr;
             auto copy = [&](int t, float *stage, uint64_t *bar) {
-                const int modulus = t / tiles_k, k_tile = t - modulus * tiles_k;
-                const char *a = a_tiles + modulus * plane_a + (int64_t)k_tile * kTileBytes;
-                const char *b = b_tiles + modulus * plane_b + (int64_t)k_tile * kTileBytes;
+                if (k_tile == 0) {
+                    const WorkItem w = item_of(t);  // w.z: the modulus
+                    a_tiles = packed_a + w.z * plane_a + (int64_t)w.tile_m * tiles_k * kTileBytes;
+                    b_tiles = packed_b + w.z * plane_b + (int64_t)w.tile_n * kBTiles * tiles_k * kTileBytes;
+                }
+                const char *a = a_tiles + (int64_t)k_tile * kTileBytes, *b = b_tiles + (int64_t)k_tile * kTileBytes;
+                if (++k_tile == tiles_k) k_tile = 0;
                 bulk_load(stage, reinterpret_cast<const float *>(a), kTileBytes, bar);
 #pragma unroll
                 for (int j = 0; j < kBTiles; ++j)
@@ -358,9 +375,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int consumer = warpgroup - 1;
     uint32_t acc[kBTiles][64];  // s32 sums, as the instruction's registers take them
     const int warp = (tid % 128) / 32, lane = tid % 32;
-    const int64_t first_row = (int64_t)tile_m * kBM + consumer * kWgRows + warp * 16 + lane / 4;
-    const int64_t first_col = (int64_t)tile_n * kBN + 2 * (lane % 4);
-    for (int t = 0, modulus = 0, k_tile = 0; t < count; ++t) {
+    for (int t = 0, k_tile = 0; t < count; ++t) {
         const int s = t % kStages;
         mbarrier_wait(&full[s], (t / kStages) & 1);
         const float *a = stages + s * kStageFloats + consumer * kWgRows * kBK;  // 64 rows of 128 bytes
@@ -377,10 +392,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<1>();
         if (t > 0) mbarrier_arrive(&empty[(t - 1) % kStages]);
         if (++k_tile < tiles_k) continue;
-        // The modulus's last k-tile: its sums, reduced, into its plane.
+        // The item's last k-tile: its sums, reduced, into its modulus's plane.
+        k_tile = 0;
         wgmma_wait_all();
 #pragma unroll
         for (int j = 0; j < kBTiles; ++j) touch_registers(acc[j]);
+        const WorkItem w = item_of(t);
+        const int modulus = (int)w.z;
+        const int64_t first_row = (int64_t)w.tile_m * kBM + consumer * kWgRows + warp * 16 + lane / 4;
+        const int64_t first_col = (int64_t)w.tile_n * kBN + 2 * (lane % 4);
         const int m = moduli.m[modulus];
         const double inverse = moduli.inverse[modulus];
         int8_t *plane = residues + modulus * plane_r;
@@ -395,8 +415,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                     *reinterpret_cast<char2 *>(plane + row * ldr + col) = pair;
                 }
             }
-        k_tile = 0;
-        ++modulus;
     }
 }
 
@@ -567,7 +585,7 @@ inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
 
 /* One panel (g.k <= kPanelK, g.k_slice == 0): the four passes. */
 template <int MODULI>
-void run_panel(const fsg_gemm &g, const Moduli &mod, char *base, cudaStream_t stream) {
+void run_panel(const fsg_gemm &g, const Moduli &mod, char *base, int sms, cudaStream_t stream) {
     const Workspace w = workspace_of(MODULI, g.m, g.n, g.k);
     const int bits = product_bits(mod, g.k);
     const int bits_a = (bits + 1) / 2 < 30 ? (bits + 1) / 2 : 30, bits_b = bits / 2 < 30 ? bits / 2 : 30;
@@ -584,7 +602,8 @@ void run_panel(const fsg_gemm &g, const Moduli &mod, char *base, cudaStream_t st
     const int64_t slices_k = w.tiles_k * (kKTile / kSliceK);
     slice_kernel<MODULI><<<(unsigned)((w.row_tiles_a + w.row_tiles_b) * slices_k), kPackThreads, 0, stream>>>(
         slice_a, slice_b, g.k, w.tiles_k);
-    const dim3 grid((unsigned)(w.row_tiles_a * ceil_div(g.n, (int64_t)kBN)));
+    const int64_t items = w.row_tiles_a * ceil_div(g.n, (int64_t)kBN) * MODULI;  // gemm_kernel's, one block an SM
+    const dim3 grid((unsigned)(items < sms ? items : sms));
     launch_with_smem(gemm_kernel<>, grid, kThreads, kSmemBytes, stream, g, (const char *)base,
                      (const char *)(base + w.at_b), (int)w.tiles_k, w.plane_a, w.plane_b, residues, w.ldr, w.plane_r,
                      mod);
@@ -621,13 +640,17 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     const int64_t panel_k = deepest < kPanelK ? deepest : kPanelK;
     const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k);
     const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (kKTile / kSliceK);
-    if (slice_blocks > INT32_MAX || g.n > INT32_MAX ||
-        w.row_tiles_a * (w.row_tiles_b / kBTiles) > INT32_MAX)
+    const int64_t gemm_items = w.row_tiles_a * (w.row_tiles_b / kBTiles) * MODULI;
+    if (slice_blocks > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)  // a block's k-tiles: an int
         return cudaSuccess;
     const Moduli mod = moduli_of(MODULI);
+    int device, sms;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
     cudaMemPool_t pool;
     uint64_t kept;
-    cudaError_t err = fsg_workspace_pool(&pool, &kept);
+    err = fsg_workspace_pool(&pool, &kept);
     if (err != cudaSuccess) return err;
     if (fsg_memory_take(-1, (uint64_t)w.bytes) != cudaSuccess) {
         char forgotten[8];
@@ -655,7 +678,7 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
                 panel.ldc = whole.ldd;
                 panel.beta = 1.0f;
             }
-            run_panel<MODULI>(panel, mod, base, stream);
+            run_panel<MODULI>(panel, mod, base, sms, stream);
             err = cudaGetLastError();
         }
     }
