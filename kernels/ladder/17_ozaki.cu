@@ -62,13 +62,14 @@
  * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
  * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
  *
- * Next: at 16384^3 the GEMM is 90% of the call, and it is bound by the
- * tensor pipe, busy 93% of its cycles there (87.6% at 8192^3), at whatever
- * clock the GPU gives it under this load (1.3-1.6 GHz, not 1.98;
- * benchmarks/NOTES.md, "What bounds the GEMM"): L2 is not what it waits on,
- * so sharing B's tiles by multicast would not help. What is left is outside
- * the GEMM: the scale pass reads each operand twice, and the slice pass (8
- * integer residues an element) is instruction-bound.
+ * Next: at 16384^3 the GEMM is 90% of the call, its tensor pipe busy 93% of
+ * its cycles (87.6% at 8192^3), and called back to back it holds the board at
+ * its 700 W cap with the SM clock near 1.47 GHz (benchmarks/NOTES.md, "The
+ * persistent grid"). What is left there is energy: fewer joules an operation
+ * (reading A from shared memory once a k-step instead of twice did not help)
+ * or fewer operations. Outside the GEMM, the scale pass reads each operand
+ * twice and the slice pass (8 integer residues an element) is
+ * instruction-bound.
  */
 #ifndef FASTSGEMM_LADDER_17_OZAKI
 #define FASTSGEMM_LADDER_17_OZAKI
