@@ -630,7 +630,8 @@ inline fsg_gemm slice_problem(const fsg_gemm &g, int64_t z) {
 
 /* The whole call: split-K's slices one after another (each its own problem), each in panels of at most
  * kPanelK, panel p > 0 adding onto D. *launched stays false, with nothing enqueued, where this path cannot
- * run: k == 0, a grid past its limit, no workspace. */
+ * run: k == 0, a grid past its limit (the slice pass's blocks, or a block's k-tiles past an int), no
+ * workspace. */
 template <int MODULI>
 cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     *launched = false;
