@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fastsgemm
-from conftest import FP32_TOLERANCE, random_matrix, reference
+from conftest import FP32_TOLERANCE, launched_kernels, random_matrix, reference
 
 pytestmark = pytest.mark.gpu
 
@@ -167,6 +167,31 @@ def test_cancellation(kernel, rng):
     exact = reference(A, B)
     mine, cublas = run(kernel, A, B), run("cublas", A, B)
     assert componentwise_error(mine, exact, A, B) <= 4 * componentwise_error(cublas, exact, A, B)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("m, n, k, b_trans", [(1100, 2100, 300, False), (700, 4000, 129, True)])
+def test_blocks_taking_several_items(kernel, m, n, k, b_trans, rng):
+    """The GEMM's persistent grid: with more (tile, modulus) items than SMs (567 to 768 here) a block takes
+    four to six, one stream of k-tiles running from one item, and one modulus, into the next, some blocks one
+    item more than others, edge tiles in both directions among them. A tile or modulus mistaken anywhere
+    would put O(1) errors in a whole 64 x 256 slice; every element against float64."""
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    exact = reference(A, B)
+    b = np.asfortranarray(B) if b_trans else B  # host operands keep their layout: column-major B, k contiguous
+
+    def call():
+        out = np.full((m, n), np.nan, np.float32)
+        fastsgemm.sgemm(A, b, out=out, kernel=kernel)
+        return out.astype(np.float64)
+
+    mine = call()
+    assert not np.isnan(mine).any()
+    assert componentwise_error(mine, exact, A, B) < FP32_TOLERANCE
+    assert frobenius_error(mine, exact) < FP32_TOLERANCE
+    if hopper():  # and the INT8 GEMM is what ran, not tf32x3
+        names = launched_kernels(call)
+        assert any("ozaki" in name and "gemm_kernel" in name for name in names), names
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
