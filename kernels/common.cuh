@@ -51,6 +51,13 @@ inline bool offsets_fit_int32(const fsg_gemm &g) {
     return a && b && fits(g.m, g.n, g.ldd) && (g.c == nullptr || fits(g.m, g.n, g.ldc));
 }
 
+/* The current device's SM count: the grid of a persistent kernel, and the waves a tile count makes. */
+inline cudaError_t current_sm_count(int *sms) {
+    int device;
+    const cudaError_t err = cudaGetDevice(&device);
+    return err != cudaSuccess ? err : cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+}
+
 /* Split-K in one launch (ladder.h's k_slice): the launcher puts the slices on
  * grid z, and each kernel starts with
  *     const fsg_gemm g = fsg::this_slice(problem);

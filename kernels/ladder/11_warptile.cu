@@ -147,9 +147,8 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
  * so it runs when its cost, less that, is no higher. */
 inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
     constexpr double kWideSpeedup = 1.035;
-    int device = 0, sms = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    int sms = 0;
+    const cudaError_t err = current_sm_count(&sms);
     if (err != cudaSuccess) return err;
     const int64_t block_rows = ceil_div(g->m, kWide::kBM) * slice_count(*g);  // split-K: each slice's tiles
     const int64_t wide = block_rows * ceil_div(g->n, kWide::kBN), square = block_rows * ceil_div(g->n, kSquare::kBN);

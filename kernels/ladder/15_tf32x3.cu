@@ -417,9 +417,8 @@ cudaError_t launch_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     const int64_t tiles = ceil_div(g->m, kBM) * ceil_div(g->n, BN);
     *launched = g->k > 0 && tiles <= INT32_MAX && batch.count <= kFsgMaxBatch;
     if (!*launched) return cudaSuccess;
-    int device, sms;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    int sms;
+    cudaError_t err = current_sm_count(&sms);
     if (err != cudaSuccess) return err;
     const int64_t items = tiles * grid_z(*g, batch);
     const dim3 grid((unsigned)(items < sms ? items : sms));

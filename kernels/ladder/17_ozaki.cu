@@ -646,9 +646,8 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     if (slice_blocks > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)  // a block's k-tiles: an int
         return cudaSuccess;
     const Moduli mod = moduli_of(MODULI);
-    int device, sms;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    int sms;
+    cudaError_t err = current_sm_count(&sms);
     if (err != cudaSuccess) return err;
     cudaMemPool_t pool;
     uint64_t kept;

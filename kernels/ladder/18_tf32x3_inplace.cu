@@ -358,9 +358,8 @@ inline cudaError_t orient(const fsg_gemm *g, const fsg_batch &batch, int r_rows,
     if (!mapped || tiles > INT32_MAX || o->operands.rows_r > INT32_MAX - r_rows ||
         o->operands.rows_s > INT32_MAX - s_rows)
         return cudaSuccess;
-    int device, sms;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    int sms;
+    cudaError_t err = current_sm_count(&sms);
     if (err != cudaSuccess) return err;
     o->items = tiles * grid_z(*g, batch);
     o->grid = dim3((unsigned)(o->items < sms ? o->items : sms));
