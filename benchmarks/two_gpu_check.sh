@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device call on a machine with two GPUs (the device tool's nvidia-h100-x2 or nvidia-h200-x2):
+# build, time the stacks for auto's table on GPU 0, the batched benchmark on GPU 0, and the whole
+# suite in two processes at once, so that the two-GPU tests run and the call stays short.
+#   OUT=dir FASTSGEMM_COMMIT=abc1234 bash benchmarks/two_gpu_check.sh
+# Everything it measures or logs lands in $OUT:
+#   build.log, tune-stacks.log, tuning.json (this GPU's entry with the stacks merged in),
+#   batched.json, batched.log, suite-1.log, suite-2.log, gpus.txt
+# Split of the suite: process 2 sees GPU 1 alone and runs the single-GPU files; process 1 sees both GPUs and
+# runs the files that use two GPUs or fill a GPU's memory, after the timing is done on GPU 0, so that no
+# memory-filling test and no timed run share a GPU with other work.
+set -uo pipefail
+: "${OUT:?set OUT to the folder for logs}"
+export PYTHONUNBUFFERED=1
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+if ls wheels/*.whl >/dev/null 2>&1; then  # Dask, which the device image lacks
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheels/*.whl || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUT/gpus.txt"
+
+start=$(date +%s)
+FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} python3 -m pip install --no-build-isolation --no-deps -e . \
+    >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - start )) s"
+
+# Stacks are timed as stacks (fastsgemm.tune), merged into this GPU's entry; the other shapes are kept.
+stacks=$(python3 -c "from fastsgemm.tune import DEFAULT_STACKS as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+cp python/fastsgemm/tuning.json "$OUT/tuning.json"
+start=$(date +%s)
+CUDA_VISIBLE_DEVICES=0 python3 -m fastsgemm.tune --stacks $stacks --merge --output "$OUT/tuning.json" \
+    >"$OUT/tune-stacks.log" 2>&1 || { tail -20 "$OUT/tune-stacks.log"; exit 1; }
+echo "tune: $(( $(date +%s) - start )) s"
+grep -A12 "compute capability" "$OUT/tune-stacks.log"
+cp "$OUT/tuning.json" python/fastsgemm/tuning.json  # the suite and the benchmark run with the new table
+
+suite=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
+two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py tests/test_reliability.py
+               tests/test_device_arrays.py)
+ignores=()
+for f in "${two_gpu_files[@]}"; do ignores+=(--ignore="$f"); done
+CUDA_VISIBLE_DEVICES=1 "${suite[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 &
+second=$!
+
+CUDA_VISIBLE_DEVICES=0 python3 benchmarks/batched.py --out "$OUT/batched.json" >"$OUT/batched.log" 2>&1
+cat "$OUT/batched.log"
+"${suite[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1
+echo "suite, process 1 (two-GPU and memory-filling files): $(tail -1 "$OUT/suite-1.log")"
+wait $second
+echo "suite, process 2 (the rest, on GPU 1): $(tail -1 "$OUT/suite-2.log")"
+grep -h "FAILED\|ERROR" "$OUT"/suite-*.log | head -30
