@@ -30,6 +30,10 @@ CHILD = textwrap.dedent(
     import fastsgemm
 
     M, K, N, seed, layout, signal_after, path = (*map(int, sys.argv[1:5]), sys.argv[5], float(sys.argv[6]), sys.argv[7])
+    # Python raises KeyboardInterrupt only where SIGINT was not ignored when it started, and a shell without job
+    # control starts background jobs (`pytest &` in a script) with SIGINT ignored: without this line the test
+    # would measure how pytest was started, not the panel checks.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = np.random.default_rng(seed)
     A = rng.uniform(-1, 1, (M, K)).astype(np.float32)
     B = rng.uniform(-1, 1, (K, N)).astype(np.float32)
