@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One device call: build, time stacks for auto's table on GPU 0, the batched benchmark on GPU 0, and
+# the whole suite.
+#   OUT=dir FASTSGEMM_COMMIT=abc1234 [FULL_TUNE=1] bash benchmarks/device_check.sh 2>&1 | tee $OUT/run.log
+# FULL_TUNE=1 times every default shape as well as the stacks (a GPU whose entry is stale).
+# Everything it measures or logs lands in $OUT, seven files with run.log (the device tool returns eight):
+#   build.log, tune.log, tuning.json (this GPU's entry with what was timed merged in), batched.json,
+#   suite-1.log, suite-2.log
+# With two GPUs (nvidia-h100-x2, nvidia-h200-x2) the suite runs in two processes at once: process 2 sees
+# GPU 1 alone and runs the single-GPU files; process 1 sees both GPUs and runs the files that use two GPUs
+# or fill a GPU's memory, after the timing on GPU 0, so that no memory-filling test and no timed run shares
+# a GPU with other work. The host is shared, though: the batched benchmark's small stacks are host-bound and
+# ran 40-50% slower beside process 2 (benchmarks/NOTES.md), so quote batched figures from a one-GPU run.
+# With one GPU everything runs in turn.
+set -uo pipefail
+: "${OUT:?set OUT to the folder for logs}"
+export PYTHONUNBUFFERED=1
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+if ls wheels/*.whl >/dev/null 2>&1; then  # Dask, which the device image lacks
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheels/*.whl || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+
+start=$(date +%s)
+FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} python3 -m pip install --no-build-isolation --no-deps -e . \
+    >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - start )) s"
+
+# Stacks are timed as stacks (fastsgemm.tune), merged into this GPU's entry; the other shapes are kept.
+stacks=$(python3 -c "from fastsgemm.tune import DEFAULT_STACKS as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+sizes=()
+if [ "${FULL_TUNE:-0}" = 1 ]; then
+    sizes=(--sizes $(python3 -c "from fastsgemm.tune import DEFAULT_SHAPES as S; print(' '.join('x'.join(map(str, s)) for s in S))"))
+fi
+cp python/fastsgemm/tuning.json "$OUT/tuning.json"
+start=$(date +%s)
+CUDA_VISIBLE_DEVICES=0 python3 -m fastsgemm.tune "${sizes[@]}" --stacks $stacks --merge --output "$OUT/tuning.json" \
+    >"$OUT/tune.log" 2>&1 || { tail -20 "$OUT/tune.log"; exit 1; }
+echo "tune: $(( $(date +%s) - start )) s"
+grep -A40 "compute capability" "$OUT/tune.log" | grep -v "^\["
+cp "$OUT/tuning.json" python/fastsgemm/tuning.json  # the suite and the benchmark run with the new table
+
+suite=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
+two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py tests/test_reliability.py
+               tests/test_device_arrays.py)
+ignores=()
+for f in "${two_gpu_files[@]}"; do ignores+=(--ignore="$f"); done
+if [ "$gpus" -ge 2 ]; then
+    CUDA_VISIBLE_DEVICES=1 "${suite[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 &
+    second=$!
+fi
+
+CUDA_VISIBLE_DEVICES=0 python3 benchmarks/batched.py --out "$OUT/batched.json" 2>&1
+"${suite[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1
+echo "suite, process 1 (two-GPU and memory-filling files): $(tail -1 "$OUT/suite-1.log")"
+if [ "$gpus" -ge 2 ]; then
+    wait $second
+else
+    "${suite[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1
+fi
+echo "suite, process 2 (the rest$([ "$gpus" -ge 2 ] && echo ', on GPU 1')): $(tail -1 "$OUT/suite-2.log")"
+grep -h "FAILED\|ERROR" "$OUT"/suite-*.log | head -30
