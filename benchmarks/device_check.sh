@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One device call: build, time stacks for auto's table on GPU 0, the batched benchmark on GPU 0, and
 # the whole suite.
-#   OUT=dir FASTSGEMM_COMMIT=abc1234 [FULL_TUNE=1] bash benchmarks/device_check.sh 2>&1 | tee $OUT/run.log
-# FULL_TUNE=1 times every default shape as well as the stacks (a GPU whose entry is stale).
+#   OUT=dir FASTSGEMM_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched suite"] \
+#       bash benchmarks/device_check.sh 2>&1 | tee $OUT/run.log
+# FULL_TUNE=1 times every default shape as well as the stacks (a GPU whose entry is stale): minutes more, so
+# on one GPU split the work over two calls of the same warm machine, STEPS="tune batched" and then, with the
+# returned tuning.json copied into python/fastsgemm/ here, STEPS=suite (the build is kept between calls).
 # Everything it measures or logs lands in $OUT, seven files with run.log (the device tool returns eight):
 #   build.log, tune.log, tuning.json (this GPU's entry with what was timed merged in), batched.json,
 #   suite-1.log, suite-2.log
@@ -16,7 +19,7 @@ set -uo pipefail
 : "${OUT:?set OUT to the folder for logs}"
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
+cd "$here" || exit 1
 
 if ls wheels/*.whl >/dev/null 2>&1; then  # Dask, which the device image lacks
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheels/*.whl || exit 1
@@ -30,37 +33,57 @@ FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} python3 -m pip install --no-bui
     >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 
-# Stacks are timed as stacks (fastsgemm.tune), merged into this GPU's entry; the other shapes are kept.
-stacks=$(python3 -c "from fastsgemm.tune import DEFAULT_STACKS as S; print(' '.join('x'.join(map(str, s)) for s in S))")
-sizes=()
-if [ "${FULL_TUNE:-0}" = 1 ]; then
-    sizes=(--sizes $(python3 -c "from fastsgemm.tune import DEFAULT_SHAPES as S; print(' '.join('x'.join(map(str, s)) for s in S))"))
-fi
-cp python/fastsgemm/tuning.json "$OUT/tuning.json"
-start=$(date +%s)
-CUDA_VISIBLE_DEVICES=0 python3 -m fastsgemm.tune "${sizes[@]}" --stacks $stacks --merge --output "$OUT/tuning.json" \
-    >"$OUT/tune.log" 2>&1 || { tail -20 "$OUT/tune.log"; exit 1; }
-echo "tune: $(( $(date +%s) - start )) s"
-grep -A40 "compute capability" "$OUT/tune.log" | grep -v "^\["
-cp "$OUT/tuning.json" python/fastsgemm/tuning.json  # the suite and the benchmark run with the new table
+steps=" ${STEPS:-tune batched suite} "
+wants() { [[ $steps == *" $1 "* ]]; }
 
-suite=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
-two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py tests/test_reliability.py
-               tests/test_device_arrays.py)
-ignores=()
-for f in "${two_gpu_files[@]}"; do ignores+=(--ignore="$f"); done
-if [ "$gpus" -ge 2 ]; then
-    CUDA_VISIBLE_DEVICES=1 "${suite[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 &
-    second=$!
-fi
+# Stacks are timed as stacks (fastsgemm.tune) and merged into this GPU's entry; the other shapes are kept.
+tune() {
+    local stacks=() sizes=() start
+    read -ra stacks < <(python3 -c "from fastsgemm.tune import DEFAULT_STACKS as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+    if [ "${FULL_TUNE:-0}" = 1 ]; then
+        read -ra sizes < <(python3 -c "from fastsgemm.tune import DEFAULT_SHAPES as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+        sizes=(--sizes "${sizes[@]}")
+    fi
+    cp python/fastsgemm/tuning.json "$OUT/tuning.json"
+    start=$(date +%s)
+    CUDA_VISIBLE_DEVICES=0 python3 -m fastsgemm.tune "${sizes[@]}" --stacks "${stacks[@]}" --merge --output "$OUT/tuning.json" \
+        >"$OUT/tune.log" 2>&1 || { tail -20 "$OUT/tune.log"; return 1; }
+    echo "tune: $(( $(date +%s) - start )) s"
+    grep -A40 "compute capability" "$OUT/tune.log" | grep -v "^\["
+    cp "$OUT/tuning.json" python/fastsgemm/tuning.json  # the benchmark and the suite run with the new table
+}
 
-CUDA_VISIBLE_DEVICES=0 python3 benchmarks/batched.py --out "$OUT/batched.json" 2>&1
-"${suite[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1
-echo "suite, process 1 (two-GPU and memory-filling files): $(tail -1 "$OUT/suite-1.log")"
-if [ "$gpus" -ge 2 ]; then
-    wait $second
-else
-    "${suite[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1
+batched() {
+    CUDA_VISIBLE_DEVICES=0 python3 benchmarks/batched.py --out "$OUT/batched.json" 2>&1
+}
+
+# The whole suite but the compiler checks (CI runs those). With two GPUs, the single-GPU files start at once on
+# GPU 1 and the rest wait for the batched benchmark on GPU 0.
+suite() {
+    local run=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
+    local two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py
+                         tests/test_reliability.py tests/test_device_arrays.py)
+    local ignores=() f second
+    for f in "${two_gpu_files[@]}"; do ignores+=(--ignore="$f"); done
+    if [ "$gpus" -ge 2 ]; then
+        CUDA_VISIBLE_DEVICES=1 "${run[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 &
+        second=$!
+    fi
+    if wants batched; then batched; fi
+    "${run[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1
+    echo "suite, process 1 (two-GPU and memory-filling files): $(tail -1 "$OUT/suite-1.log")"
+    if [ "$gpus" -ge 2 ]; then
+        wait "$second"
+    else
+        "${run[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1
+    fi
+    echo "suite, process 2 (the rest$([ "$gpus" -ge 2 ] && echo ', on GPU 1')): $(tail -1 "$OUT/suite-2.log")"
+    grep -h "FAILED\|ERROR" "$OUT"/suite-*.log | head -30
+}
+
+if wants tune; then tune || exit 1; fi
+if wants suite; then
+    suite
+elif wants batched; then
+    batched
 fi
-echo "suite, process 2 (the rest$([ "$gpus" -ge 2 ] && echo ', on GPU 1')): $(tail -1 "$OUT/suite-2.log")"
-grep -h "FAILED\|ERROR" "$OUT"/suite-*.log | head -30
