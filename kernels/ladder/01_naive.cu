@@ -13,6 +13,11 @@
  * Layouts: compiled once per (A, B) row/column-major pair (fsg::for_layouts).
  * Preconditions: none beyond ladder.h; any m, n, k.
  * Limits: n <= 65535 * 32 (the grid's y dimension); the registry says so.
+ * Stacks (fastsgemm.matmul): product by product, one launch of this kernel
+ * each, as for a single product (csrc/operands.c, fsg_run_batch). Before
+ * that, whatever the rung, a stack that shares one operand and whose other
+ * operand and results lie evenly one after another runs as one tall or wide
+ * product.
  * Next: rung 2 swaps the roles of x and y so a warp reads and writes
  * consecutive columns (coalescing).
  */

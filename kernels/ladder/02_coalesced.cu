@@ -12,6 +12,7 @@
  * Layouts: a column-major B is still read along its stride (uncoalesced);
  * rung 3 stages tiles through shared memory, which fixes that.
  * Limits: m <= 65535 * 32 (rows are now on the grid's y dimension).
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: every element of A and B is still fetched from global memory (or L1/L2)
  * k times; rung 3 loads each tile once into shared memory and reuses it.
  */

@@ -15,6 +15,7 @@
  * shared-memory bandwidth now caps the rung. Blocks take their tiles in
  * launch order: the 264 resident at one time (two per SM) cover two rows of
  * D's tiles and stream all of B through L2.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 4 orders the blocks so that the tiles they share stay in L2.
  */
 #ifndef FASTSGEMM_LADDER_03_SMEM

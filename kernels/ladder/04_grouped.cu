@@ -16,6 +16,7 @@
  * here (8.3 -> 8.9 TFLOP/s), +9% for tile1d and +3% for bankfree; neutral for tile2d and
  * vectorized. Rungs 5 to 9 all keep this order.
  * Limits: m <= 65535 * 32. Each FMA still needs two shared-memory loads.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 5 makes each thread compute several outputs, reusing a value
  * loaded from shared memory across them.
  */

@@ -15,6 +15,7 @@
  * 4096^3 against launch order).
  * Limits: m <= 65535 * 64. Still one shared load of B per FMA column, and
  * 8 accumulators is not enough work per thread to hide latency.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 6 tiles in two dimensions (TM x TN per thread): outer products
  * of register fragments.
  */

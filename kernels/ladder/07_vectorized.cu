@@ -24,6 +24,7 @@
  * Limits: m <= 65535 * 128. The transposed stores into As and the fragment
  * loads collide in shared-memory banks; nothing overlaps the global loads of
  * the next tile with the math on this one.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 8 removes the bank conflicts.
  */
 #ifndef FASTSGEMM_LADDER_07_VECTORIZED

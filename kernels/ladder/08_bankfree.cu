@@ -23,6 +23,7 @@
  * thread, 256 threads, float4 global loads and stores where alignment allows.
  * Limits: m <= 65535 * 128. The global loads of tile k+1 still wait for the
  * math on tile k to finish.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 9 overlaps them (double buffering with cp.async).
  */
 #ifndef FASTSGEMM_LADDER_08_BANKFREE

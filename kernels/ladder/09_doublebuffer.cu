@@ -25,6 +25,7 @@
  * of 8 x (132 + 132) floats: 17 KiB of static shared memory.
  * Limits: m <= 65535 * 128. The fragment loads of a k-step still wait for
  * shared memory just before its FMAs; only the SM's other block hides that.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 10 double-buffers the fragments in registers too, so one block
  * per SM can hide its own waits and hold a bigger thread tile.
  */

@@ -35,6 +35,7 @@
  * 544 of them, five rounds over 132 SMs where 4096^3 makes four (-23%), and
  * 1000^3 makes 32, leaving 100 SMs idle. Each warp reads fragments for a
  * 16 x 256 strip of the block tile.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 11 tiles at the warp level.
  */
 #ifndef FASTSGEMM_LADDER_10_REGBUFFER

@@ -36,6 +36,7 @@
  * Limits: m <= 65535 * BM. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
  * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
  * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 12 leaves FFMA for the tensor cores.
  */
 #ifndef FASTSGEMM_LADDER_11_WARPTILE

@@ -41,6 +41,7 @@
  * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the tile-shape
  * sweep in benchmarks/NOTES.md, "Rung 12: tf32_mma").
  * Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: mma.sync is Ampere's instruction, and at 128 x 128 tiles it also
  * needs more from L2 than a wider tile would (32 FLOP per byte moved);
  * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) reach 400

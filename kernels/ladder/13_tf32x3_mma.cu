@@ -34,6 +34,7 @@
  * at 4096^3, this one the most (benchmarks/NOTES.md).
  * Limits: as rung 12; inputs of magnitude above about 3.4e38 * (1 - 2^-12)
  * round to Inf in hi and give Inf, not FP32's value.
+ * Stacks: as rung 1, product by product, one launch each.
  * Next: the split costs 3x the tensor-core work plus the splitting itself;
  * Hopper's wgmma feeds the tensor cores at their full rate (rungs 14, 15).
  */

@@ -62,6 +62,8 @@
  * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
  * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
  *
+ * Stacks: product by product, one call of the whole scheme each (its
+ * workspace and passes are a product's).
  * Next: at 16384^3 the GEMM is 90% of the call, its tensor pipe busy 93% of
  * its cycles (87.6% at 8192^3), and called back to back it holds the board at
  * its 700 W cap with the SM clock near 1.47 GHz (benchmarks/NOTES.md, "The
