@@ -9,10 +9,8 @@ torch's median over fastsgemm's. Each result is checked once against float64 on 
 """
 import argparse
 import json
-import os
 import platform
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import numpy as np
 import torch
 
 import fastsgemm
+from fastsgemm.bench import git_commit
 
 CASES = [  # (name, A shape, B shape)
     ("256 x 128^3", (256, 128, 128), (256, 128, 128)),
@@ -76,12 +75,8 @@ def main(argv=None):
         for row in rows[-1 - len(args.kernels) - 1:]:
             print(f"{row['case']:28s} {row['method']:22s} {row['ms']:9.4f} ms {row['tflops']:7.1f} TFLOP/s "
                   f"{row['ratio_to_torch']:5.2f}x  error {row['error']:.1e}", flush=True)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = ""  # FASTSGEMM_COMMIT names it where the checkout's .git is not the code's (a copy on another machine)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
-            "git_commit": os.environ.get("FASTSGEMM_COMMIT") or commit, "repeats": args.repeats, "warmup": args.warmup,
+            "git_commit": git_commit(),  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree "repeats": args.repeats, "warmup": args.warmup,
             "timing": "CUDA events around each call, median; torch.matmul with TF32 off"}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build, time stacks for auto's table on GPU 0, the batched benchmark on GPU 0, and
 # the whole suite.
-#   OUT=dir FASTSGEMM_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched suite"] \
+#   OUT=dir FASTSGEMM_GIT_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched suite"] \
 #       bash benchmarks/device_check.sh 2>&1 | tee $OUT/run.log
 # FULL_TUNE=1 times every default shape as well as the stacks (a GPU whose entry is stale): minutes more, so
 # on one GPU split the work over two calls of the same warm machine, STEPS="tune batched" and then, with the
@@ -14,7 +14,9 @@
 # or fill a GPU's memory, after the timing on GPU 0, so that no memory-filling test and no timed run shares
 # a GPU with other work. The host is shared, though: the batched benchmark's small stacks are host-bound and
 # ran 40-50% slower beside process 2 (benchmarks/NOTES.md), so quote batched figures from a one-GPU run.
-# With one GPU everything runs in turn.
+# With one GPU everything runs in turn. FASTSGEMM_GIT_COMMIT names the commit in what tune and the benchmark
+# write, where the device's copy of .git is older than its tree. The exit status is 0 only when every step ran
+# and every test passed.
 set -uo pipefail
 : "${OUT:?set OUT to the folder for logs}"
 export PYTHONUNBUFFERED=1
@@ -40,6 +42,7 @@ wants() { [[ $steps == *" $1 "* ]]; }
 tune() {
     local stacks=() sizes=() start
     read -ra stacks < <(python3 -c "from fastsgemm.tune import DEFAULT_STACKS as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+    [ "${#stacks[@]}" -gt 0 ] || { echo "tune: the default stacks could not be read" >&2; return 1; }
     if [ "${FULL_TUNE:-0}" = 1 ]; then
         read -ra sizes < <(python3 -c "from fastsgemm.tune import DEFAULT_SHAPES as S; print(' '.join('x'.join(map(str, s)) for s in S))")
         sizes=(--sizes "${sizes[@]}")
@@ -63,22 +66,23 @@ suite() {
     local run=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
     local two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py
                          tests/test_reliability.py tests/test_device_arrays.py)
-    local ignores=() f second
+    local ignores=() f second status=0
     for f in "${two_gpu_files[@]}"; do ignores+=(--ignore="$f"); done
     if [ "$gpus" -ge 2 ]; then
         CUDA_VISIBLE_DEVICES=1 "${run[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 &
         second=$!
     fi
-    if wants batched; then batched; fi
-    "${run[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1
+    if wants batched; then batched || status=1; fi
+    "${run[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1 || status=1
     echo "suite, process 1 (two-GPU and memory-filling files): $(tail -1 "$OUT/suite-1.log")"
     if [ "$gpus" -ge 2 ]; then
-        wait "$second"
+        wait "$second" || status=1
     else
-        "${run[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1
+        "${run[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 || status=1
     fi
     echo "suite, process 2 (the rest$([ "$gpus" -ge 2 ] && echo ', on GPU 1')): $(tail -1 "$OUT/suite-2.log")"
-    grep -h "FAILED\|ERROR" "$OUT"/suite-*.log | head -30
+    grep -h "FAILED\|ERROR" "$OUT"/suite-*.log | head -30 || true  # grep finds nothing when all passed
+    return "$status"
 }
 
 if wants tune; then tune || exit 1; fi

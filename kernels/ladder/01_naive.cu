@@ -16,8 +16,11 @@
  * Stacks (fastsgemm.matmul): product by product, one launch of this kernel
  * each, as for a single product (csrc/operands.c, fsg_run_batch). Before
  * that, whatever the rung, a stack that shares one operand and whose other
- * operand and results lie evenly one after another runs as one tall or wide
- * product.
+ * operand's matrices and results lie exactly end to end (row after row, or
+ * column after column) runs as one tall or wide product, where that fits
+ * the kernel's largest M or N. On the rungs that take a stack in one launch
+ * (14-16, 18 and 20), odd layouts, K = 0 and a lone product still go product
+ * by product, and more than 65535 products (grid z) take a launch per 65535.
  * Next: rung 2 swaps the roles of x and y so a warp reads and writes
  * consecutive columns (coalescing).
  */

@@ -52,8 +52,10 @@
  * Limits: sm_90a only (elsewhere rung 12 runs); a workspace of (m + n) x k floats (rounded up to whole
  * tiles) for the duration of the call, from a stream-ordered memory pool
  * (kernels/support/workspace_pool.c); 4 x 48 KiB stages, one block per SM.
- * Stacks: one launch. The pack pass packs every product's operands (a
- * shared operand once) and the product index is grid z.
+ * Stacks: the launches of one product (a pack pass and the GEMM, a pair
+ * per K panel) serve the whole stack: the pack pass packs every product's
+ * operands (a shared operand once) and the product index is grid z. Where
+ * this path declines, rung 12 runs the stack product by product.
  * Next: rung 15 buys FP32 accuracy back on this path, as rung 13 did on
  * rung 12's.
  */

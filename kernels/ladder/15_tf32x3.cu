@@ -48,9 +48,10 @@
  * (1.63x torch.matmul there, against 1.16x; benchmarks/NOTES.md).
  * Limits: sm_90a only (elsewhere rung 13 runs); a workspace of 2 (m + n) k
  * floats (rounded up to whole tiles) for the duration of the call.
- * Stacks: one launch. `tf32x3` and `:128x64` as rung 14 (every product
- * packed in one pass, the product on grid z); `:direct` takes every
- * product's output tiles on its persistent grid, with no pack pass.
+ * Stacks: `tf32x3` and `:128x64` as rung 14 (every product packed in one
+ * pass, the product on grid z; rung 13 where this path declines); `:direct`
+ * takes every product's output tiles on its persistent grid, one launch with
+ * no pack pass.
  * Next: a 128 x 256 tile needs fewer accumulator sets than three (the main
  * term's temporary could live in shared memory).
  */

@@ -53,8 +53,8 @@
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous
  * operand. Anything else runs rung 16's direct path (the same numbers, bit
  * for bit, with alpha 1 and beta 0); wgmma-less devices run tf32x3_mma.
- * Stacks: one launch, every product's output tiles on the persistent grid,
- * a shared operand read where it lies.
+ * Stacks: one launch with no pack pass, every product's output tiles on
+ * the persistent grid, a shared operand read where it lies.
  */
 #ifndef FASTSGEMM_LADDER_18_TF32X3_INPLACE
 #define FASTSGEMM_LADDER_18_TF32X3_INPLACE

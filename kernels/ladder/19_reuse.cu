@@ -50,6 +50,7 @@
  * at 4096^3 and 0.965-0.971x at 8192^3 (benchmarks/harness/simt_variants.cu);
  * what cuBLAS keeps and this rung does not is fewer stalls around each
  * k-tile's loads.
+ * Stacks: as rung 1, product by product, one launch each.
  */
 #ifndef FASTSGEMM_LADDER_19_REUSE
 #define FASTSGEMM_LADDER_19_REUSE

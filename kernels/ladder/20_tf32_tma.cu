@@ -60,8 +60,8 @@
  * operand. Anything else runs rung 14 (the same numbers, bit for bit, but
  * where rung 14 must cut K into panels for want of workspace, or runs
  * tf32_mma without one); wgmma-less devices run tf32_mma.
- * Stacks: one launch, every product's output tiles on the persistent grid,
- * a shared operand read where it lies (rung 18's way).
+ * Stacks: one launch with no pack pass, every product's output tiles on
+ * the persistent grid, a shared operand read where it lies (rung 18's way).
  */
 #ifndef FASTSGEMM_LADDER_20_TF32_TMA
 #define FASTSGEMM_LADDER_20_TF32_TMA
