@@ -76,7 +76,8 @@ def main(argv=None):
             print(f"{row['case']:28s} {row['method']:22s} {row['ms']:9.4f} ms {row['tflops']:7.1f} TFLOP/s "
                   f"{row['ratio_to_torch']:5.2f}x  error {row['error']:.1e}", flush=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
-            "git_commit": git_commit(),  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree "repeats": args.repeats, "warmup": args.warmup,
+            "git_commit": git_commit(),  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree
+            "repeats": args.repeats, "warmup": args.warmup,
             "timing": "CUDA events around each call, median; torch.matmul with TF32 off"}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -38,13 +38,18 @@ echo "build: $(( $(date +%s) - start )) s"
 steps=" ${STEPS:-tune batched suite} "
 wants() { [[ $steps == *" $1 "* ]]; }
 
+# fastsgemm.tune's default shapes or stacks (NAME: DEFAULT_SHAPES or DEFAULT_STACKS) as its command line writes them.
+tune_defaults() {
+    python3 -c "from fastsgemm.tune import $1 as S; print(' '.join('x'.join(map(str, s)) for s in S))"
+}
+
 # Stacks are timed as stacks (fastsgemm.tune) and merged into this GPU's entry; the other shapes are kept.
 tune() {
     local stacks=() sizes=() start
-    read -ra stacks < <(python3 -c "from fastsgemm.tune import DEFAULT_STACKS as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+    read -ra stacks < <(tune_defaults DEFAULT_STACKS)
     [ "${#stacks[@]}" -gt 0 ] || { echo "tune: the default stacks could not be read" >&2; return 1; }
     if [ "${FULL_TUNE:-0}" = 1 ]; then
-        read -ra sizes < <(python3 -c "from fastsgemm.tune import DEFAULT_SHAPES as S; print(' '.join('x'.join(map(str, s)) for s in S))")
+        read -ra sizes < <(tune_defaults DEFAULT_SHAPES)
         sizes=(--sizes "${sizes[@]}")
     fi
     cp python/fastsgemm/tuning.json "$OUT/tuning.json"
