@@ -3,15 +3,23 @@
     python benchmarks/batched.py --out benchmarks/results/batched-h200.json
 
 For each stack shape, fastsgemm.matmul (auto, and the kernels named with --kernels) and torch.matmul take
-the same random CUDA tensors. Each call is timed with a pair of CUDA events around it (so host time that
-keeps the GPU waiting counts), after a warm-up, and the median of --repeats calls is kept; the ratio is
+the same random CUDA tensors. Each method is timed as a loop of --calls calls with one pair of CUDA events
+around the whole loop (so host time that keeps the GPU waiting counts, and no timing call sits between two
+products), after a warm-up of at least --warmup-seconds (the GPU's clocks are up before the first figure).
+The methods take turns, one loop each per round, and the median of --rounds rounds is kept; the ratio is
 torch's median over fastsgemm's. Each result is checked once against float64 on the host.
+
+Why a loop and not a pair of events around each call: recording an event from Python costs host time, and
+two of them between consecutive calls make a 25 us product wait on the host (64 x 256^3 on the H100: 28 us a
+call in a loop, 52 us with events around each; torch.matmul's 50 us kernel hid them:
+benchmarks/NOTES.md, "Timing a stack").
 """
 import argparse
 import json
 import platform
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,17 +36,26 @@ CASES = [  # (name, A shape, B shape)
 ]
 
 
-def time_calls(call, repeats, warmup):
-    for _ in range(warmup):
-        call()
+def warm_up(call, seconds):
+    """Calls `call` until `seconds` have passed on the GPU, so the clocks have left their idle state."""
     torch.cuda.synchronize()
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
-    for start, stop in pairs:
-        start.record()
-        call()
-        stop.record()
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(20):
+            call()
+        torch.cuda.synchronize()
+
+
+def time_loop(call, calls):
+    """Milliseconds per call over a loop of `calls` calls, one pair of CUDA events around the loop."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(stop) for start, stop in pairs)
+    start.record()
+    for _ in range(calls):
+        call()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / calls
 
 
 def relative_error(result, a, b):
@@ -51,8 +68,9 @@ def main(argv=None):
     parser.add_argument("--kernels", nargs="*", default=["tf32x3", "tf32x3:128x64", "tf32x3:direct", "tf32x3_regs",
                                                            "tf32x3_regs:4steps", "tf32x3_regs:direct", "tf32x3_inplace",
                                                            "cublas"])
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=200, help="calls in one timed loop")
+    parser.add_argument("--rounds", type=int, default=15, help="timed loops of each method; the median is kept")
+    parser.add_argument("--warmup-seconds", type=float, default=0.5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False  # torch's FP32 matmul in true FP32, as cuBLAS FP32
@@ -64,21 +82,29 @@ def main(argv=None):
         out = torch.empty(torch.matmul(a, b).shape, device="cuda")
         batch = max(shape_a[0], shape_b[0] if len(shape_b) == 3 else 1)
         flop = 2.0 * batch * shape_a[-2] * shape_a[-1] * shape_b[-1]
-        torch_ms = time_calls(lambda: torch.matmul(a, b, out=out), args.repeats, args.warmup)
-        rows.append({"case": name, "method": "torch.matmul", "ms": torch_ms, "tflops": flop / torch_ms / 1e9,
-                     "ratio_to_torch": 1.0, "error": relative_error(torch.matmul(a, b), a, b)})
+        methods = {"torch.matmul": lambda: torch.matmul(a, b, out=out)}
         for kernel in ["auto", *args.kernels]:
-            ms = time_calls(lambda: fastsgemm.matmul(a, b, out=out, kernel=kernel), args.repeats, args.warmup)
-            error = relative_error(fastsgemm.matmul(a, b, kernel=kernel), a, b)
-            rows.append({"case": name, "method": f"fastsgemm {kernel}", "ms": ms, "tflops": flop / ms / 1e9,
-                         "ratio_to_torch": torch_ms / ms, "error": error})
-        for row in rows[-1 - len(args.kernels) - 1:]:
-            print(f"{row['case']:28s} {row['method']:22s} {row['ms']:9.4f} ms {row['tflops']:7.1f} TFLOP/s "
+            methods[f"fastsgemm {kernel}"] = lambda kernel=kernel: fastsgemm.matmul(a, b, out=out, kernel=kernel)
+        for call in methods.values():
+            warm_up(call, args.warmup_seconds)
+        times = {method: [] for method in methods}
+        for _ in range(args.rounds):  # the methods take turns: a drift in clocks or heat falls on all of them
+            for method, call in methods.items():
+                times[method].append(time_loop(call, args.calls))
+        torch_ms = statistics.median(times["torch.matmul"])
+        for method, call in methods.items():
+            ms = statistics.median(times[method])
+            result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=method.split()[1])
+            rows.append({"case": name, "method": method, "ms": ms, "tflops": flop / ms / 1e9,
+                         "ratio_to_torch": torch_ms / ms, "error": relative_error(result, a, b)})
+            row = rows[-1]
+            print(f"{row['case']:28s} {row['method']:30s} {row['ms']:9.4f} ms {row['tflops']:7.1f} TFLOP/s "
                   f"{row['ratio_to_torch']:5.2f}x  error {row['error']:.1e}", flush=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
             "git_commit": git_commit(),  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree
-            "repeats": args.repeats, "warmup": args.warmup,
-            "timing": "CUDA events around each call, median; torch.matmul with TF32 off"}
+            "calls": args.calls, "rounds": args.rounds, "warmup_seconds": args.warmup_seconds,
+            "timing": "CUDA events around a loop of calls, median of the rounds, methods in turn; "
+                      "torch.matmul with TF32 off"}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0

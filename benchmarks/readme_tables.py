@@ -5,7 +5,7 @@
   them from benchmarks/results/evidence-h100.json);
 - what kernel="auto" ran at each shape of that sweep, against the fastest FP32-accurate rung there;
 - the error against float64 as K grows, from benchmarks/results/numerics-h200.json;
-- the batched products against torch.matmul, from benchmarks/results/batched-h200.json (benchmarks/batched.py).
+- the batched products against torch.matmul, from benchmarks/results/batched-h100.json (benchmarks/batched.py).
 
     python benchmarks/readme_tables.py          # rewrite README.md in place
     python benchmarks/readme_tables.py --check  # exit 1 if README.md is stale
@@ -199,7 +199,7 @@ def per_call_table(path=RESULTS.parent / "overhead-h200.json"):
     return "\n".join(lines)
 
 
-def batched_table(path=RESULTS.parent / "batched-h200.json"):
+def batched_table(path=RESULTS.parent / "batched-h100.json"):
     """Each stack: auto's and the fastest kernel's ratio to torch.matmul in the same run, from benchmarks/batched.py."""
     if not path.exists():
         return "(no committed batched data yet)"
@@ -207,8 +207,9 @@ def batched_table(path=RESULTS.parent / "batched-h200.json"):
     meta, cases = data["meta"], {}
     for row in data["rows"]:
         cases.setdefault(row["case"], []).append(row)
-    lines = [f"{meta['device']}, commit {meta['git_commit']}, median of {meta['repeats']} calls after {meta['warmup']} "
-             f"warm-ups, CUDA events around each call (`benchmarks/results/{path.name}`):", "",
+    lines = [f"{meta['device']}, commit {meta['git_commit']}, time per call: CUDA events around a loop of {meta['calls']} "
+             f"calls, median of {meta['rounds']} rounds with the methods in turn, after a warm-up of "
+             f"{meta['warmup_seconds']} s each (`benchmarks/results/{path.name}`):", "",
              "| stack | `auto` | fastest kernel | `torch.matmul` |", "|---|---:|---:|---:|"]
     for case, rows in cases.items():
         torch_row = next(r for r in rows if r["method"] == "torch.matmul")
