@@ -173,7 +173,7 @@ def test_producer_stream_that_differs_from_the_working_stream(rng):
 
 # ---- CUDA graphs ----
 
-GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "tf32"]
+GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "tf32", "tf32x3_inplace"]
 
 
 @pytest.mark.gpu

@@ -96,6 +96,79 @@ def test_stacks_equal_the_packed_path_bit_for_bit():
         assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
+@pytest.mark.parametrize("b_column_major", [False, True], ids=["row-major", "B column-major"])
+def test_back_to_back_calls_wait_for_each_other(b_column_major):
+    """The rung's launches overlap (a programmatic dependent launch: the next kernel's blocks set up while the
+    previous kernel runs, and wait for it before touching memory). A chain of 24 stacks queued with no synchronize
+    between calls, each reading the result the call before wrote (read after write) into a buffer the call before
+    read (write after read), must give, bit for bit, the chain run one call at a time with a synchronize after each
+    (where nothing overlaps), and float64's answer. The results start as NaN: a read before the write shows."""
+    torch = pytest.importorskip("torch")
+    needs_hopper()
+    generator = torch.Generator(device="cuda").manual_seed(1818)
+    count, n, links = 256, 128, 24
+    start = torch.rand(count, n, n, device="cuda", generator=generator) - 0.5
+    weights = []  # about norm-preserving, so that 24 products neither vanish nor overflow
+    for _ in range(links):
+        w = torch.randn(count, n, n, device="cuda", generator=generator) / n ** 0.5
+        weights.append(w.transpose(1, 2).contiguous().transpose(1, 2) if b_column_major else w)
+
+    def chain(synchronize_each):
+        buffers = [start.clone(), torch.full_like(start, float("nan"))]
+        torch.cuda.synchronize()
+        for i, w in enumerate(weights):
+            fastsgemm.matmul(buffers[i % 2], w, out=buffers[(i + 1) % 2], kernel=KERNEL)
+            if synchronize_each:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        return buffers[links % 2]
+
+    overlapped, one_at_a_time = chain(False), chain(True)
+    assert not torch.isnan(overlapped).any()
+    assert torch.equal(overlapped, one_at_a_time), "a call read or wrote memory before the call before it finished"
+    expected = start.double()
+    for w in weights:
+        expected = torch.matmul(expected, w.double())
+    error = float((overlapped.double() - expected).norm() / expected.norm())
+    assert error < links * fastsgemm._registry.ERROR_BOUND["fp32"], error
+
+
+def test_a_captured_chain_replays_in_order():
+    """Two dependent stacks captured in one CUDA graph (the second reads the first's result, then a third writes
+    over the first's input): the overlapped launches become the graph's edges, and each replay on fresh inputs gives
+    float64's answer."""
+    torch = pytest.importorskip("torch")
+    needs_hopper()
+    generator = torch.Generator(device="cuda").manual_seed(1819)
+    count, n = 64, 128
+    x, w1, w2 = (torch.empty(count, n, n, device="cuda") for _ in range(3))
+    middle, out = torch.empty_like(x), torch.empty_like(x)
+
+    def steps():
+        fastsgemm.matmul(x, w1, out=middle, kernel=KERNEL)
+        fastsgemm.matmul(middle, w2, out=out, kernel=KERNEL)
+        fastsgemm.matmul(out, w1, out=x, kernel=KERNEL)  # over x, which the first product read
+
+    for t in (x, w1, w2):
+        t.copy_(torch.randn(count, n, n, device="cuda", generator=generator) / n ** 0.5)
+    steps()  # warm: everything the calls set up exists before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        steps()
+    for _ in range(2):
+        for t in (x, w1, w2):
+            t.copy_(torch.randn(count, n, n, device="cuda", generator=generator) / n ** 0.5)
+        start = x.double()
+        middle.fill_(float("nan"))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = torch.matmul(torch.matmul(torch.matmul(start, w1.double()), w2.double()), w1.double())
+        error = float((x.double() - expected).norm() / expected.norm())
+        assert error < 3 * fastsgemm._registry.ERROR_BOUND["fp32"], error
+
+
 def test_inf_and_nan_as_numpy_gives_them():
     """Both orientations: the split of Inf gives a NaN low part, which the result must not show."""
     needs_hopper()

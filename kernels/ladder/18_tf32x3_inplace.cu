@@ -55,6 +55,10 @@
  * for bit, with alpha 1 and beta 0); wgmma-less devices run tf32x3_mma.
  * Stacks: one launch with no pack pass, every product's output tiles on
  * the persistent grid, a shared operand read where it lies.
+ * Launch: overlapped with the kernel before it in the stream (a programmatic
+ * dependent launch, below): back-to-back stacks of 128^3 products went from
+ * 23.9 to 23.2 us a call on the H100, 64 x 256^3 from 28.2 to 27.0
+ * (benchmarks/NOTES.md, "Overlapped launches").
  */
 #ifndef FASTSGEMM_LADDER_18_TF32X3_INPLACE
 #define FASTSGEMM_LADDER_18_TF32X3_INPLACE
@@ -79,6 +83,40 @@ struct Layout {
     static constexpr size_t kSmemBytes = kRingBytes + kStages * sizeof(uint64_t);     // then `landed`
     static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
 };
+
+// ---- overlapped launches ----
+/* A stack of small products takes about 20 us on the H100, and a few of them
+ * are the launch: the gap between one kernel's end and the next one's start,
+ * and the next block's set-up. A programmatic dependent launch takes them off
+ * the critical path of back-to-back calls: the next kernel is launched while
+ * this one runs, its blocks set up shared memory and barriers as SMs free
+ * up, and only then wait for this grid to finish (griddepcontrol.wait: the
+ * previous grid complete and its memory visible). Nothing global is touched
+ * before the wait, so the products read what the kernel before wrote and
+ * write nothing it still reads. */
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_next_grid() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+/* kernel<<<grid, threads, smem, stream>>>(args...) as a programmatic dependent
+ * launch: it may start before the previous kernel in the stream ends (its
+ * blocks wait for it: wait_for_previous_grid). */
+template <typename... Params, typename... Args>
+cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cudaStream_t stream,
+                       const Args &...args) {
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess) return err;
+    cudaLaunchAttribute overlap[1];
+    overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = overlap;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, kernel, args...);
+}
 
 // ---- kernel ----
 /* Element (r, k) of raw R's 128 x 32 tile. Along k (R's rows k-contiguous in
@@ -232,6 +270,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0)  // before start_ring's fence and __syncthreads
         for (int s = 0; s < kStages; ++s) mbarrier_init(&landed[s], 1);
     const StageRing ring = start_ring<kStages, kStageFloats, kSplitThreads>(smem);
+    // Launched overlapped (see the launcher): everything above touched only shared memory and the parameters;
+    // from here on the block reads and writes global memory, so it waits until the kernel before it in the
+    // stream has finished and its writes are visible. Without an overlapped launch the wait returns at once.
+    wait_for_previous_grid();
     float *const stages = ring.stages;
     uint64_t *const full = ring.full, *const empty = ring.empty;
     const int tiles_r = (int)ceil_div(operands.rows_r, kTile), tiles_s = (int)ceil_div(operands.rows_s, kTile);
@@ -245,6 +287,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             // split warps wait for bytes.
             copy_tiles<R_ALONG_K, kStages, kStageFloats, kTile, kTile, 2 * kPartFloats>(
                 stages, landed, empty, r_map, s_map, problem, batch, operands, items);
+            // Every copy is issued: the next kernel in the stream may be launched. Its blocks start as this
+            // grid's blocks leave the SMs and wait (above) until this grid has finished.
+            allow_next_grid();
         } else if (tid >= 32) {
             // The split: each tile as soon as its bytes have landed.
             int64_t at = 0;
@@ -378,14 +423,15 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     const cudaError_t err = orient(g, batch, kTile, kTile, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, &o, &possible);
     if (err != cudaSuccess || !possible) return err;
     auto run = [&](auto kernel) {
-        launch_with_smem(kernel, o.grid, kThreads, Layout::kSmemBytes, stream, o.r_map, o.s_map, *g, batch,
-                         o.operands, o.items);
+        return launch_overlapped(kernel, o.grid, kThreads, Layout::kSmemBytes, stream, o.r_map, o.s_map, *g, batch,
+                                 o.operands, o.items);
     };
-    if (o.transposed) run(wgmma_tf32x3_inplace_kernel<false, true>);
-    else if (g->a_trans) run(wgmma_tf32x3_inplace_kernel<false, false>);
-    else run(wgmma_tf32x3_inplace_kernel<true, false>);
+    const cudaError_t launch_err = o.transposed ? run(wgmma_tf32x3_inplace_kernel<false, true>)
+                                   : g->a_trans ? run(wgmma_tf32x3_inplace_kernel<false, false>)
+                                                : run(wgmma_tf32x3_inplace_kernel<true, false>);
     *launched = true;
-    return cudaGetLastError();
+    const cudaError_t last = cudaGetLastError();  // read, which also clears it, either way
+    return launch_err != cudaSuccess ? launch_err : last;
 }
 
 /* Where this rung declines, rung 16's direct path: no pack pass either, the same numbers. */
