@@ -6,8 +6,8 @@ For each stack shape, fastsgemm.matmul (auto, and the kernels named with --kerne
 the same random CUDA tensors. Each method is timed as a loop of --calls calls with one pair of CUDA events
 around the whole loop (so host time that keeps the GPU waiting counts, and no timing call sits between two
 products), after a warm-up of at least --warmup-seconds (the GPU's clocks are up before the first figure).
-The methods take turns, one loop each per round, each round starting one method further along, and the
-median of --rounds rounds is kept; the ratio is torch's median over fastsgemm's. Each result is checked once
+The methods take turns, one loop each per round in a new (seeded) order each round, and the median of
+--rounds rounds is kept; the ratio is torch's median over fastsgemm's. Each result is checked once
 against float64 on the host.
 
 Why a loop and not a pair of events around each call: recording an event from Python costs host time, and
@@ -18,6 +18,7 @@ benchmarks/NOTES.md, "Timing a stack").
 import argparse
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -89,13 +90,14 @@ def main(argv=None):
         for call in methods.values():
             warm_up(call, args.warmup_seconds)
         times = {method: [] for method in methods}
-        order = list(methods)
-        for r in range(args.rounds):
-            # The methods take turns, so that a drift in clocks or heat falls on all of them, and each round starts
-            # one further along the list: in a fixed order, auto (always next after torch.matmul) ran 5-7% faster
-            # at 8 x 1024^3 than tf32x3_inplace (always after auto), the same kernel (benchmarks/NOTES.md,
-            # "Timing a stack").
-            for method in order[r % len(order):] + order[:r % len(order)]:
+        order, shuffler = list(methods), random.Random(len(rows))
+        for _ in range(args.rounds):
+            # The methods take turns, so that a drift in clocks or heat falls on all of them, in a new order each
+            # round, so that none always follows the same one: in a fixed order (or one merely rotated), auto, always
+            # next after torch.matmul, ran 5-7% faster at 8 x 1024^3 than tf32x3_inplace, the same kernel
+            # (benchmarks/NOTES.md, "Timing a stack").
+            shuffler.shuffle(order)
+            for method in order:
                 times[method].append(time_loop(methods[method], args.calls))
         torch_ms = statistics.median(times["torch.matmul"])
         for method, call in methods.items():
@@ -109,7 +111,7 @@ def main(argv=None):
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
             "git_commit": git_commit(),  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree
             "calls": args.calls, "rounds": args.rounds, "warmup_seconds": args.warmup_seconds,
-            "timing": "CUDA events around a loop of calls, median of the rounds, methods in turn; "
+            "timing": "CUDA events around a loop of calls, median of the rounds, the methods in a shuffled order each round; "
                       "torch.matmul with TF32 off"}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

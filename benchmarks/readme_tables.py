@@ -208,7 +208,7 @@ def batched_table(path=RESULTS.parent / "batched-h100.json"):
     for row in data["rows"]:
         cases.setdefault(row["case"], []).append(row)
     lines = [f"{meta['device']}, commit {meta['git_commit']}, time per call: CUDA events around a loop of {meta['calls']} "
-             f"calls, median of {meta['rounds']} rounds with the methods in turn, after a warm-up of "
+             f"calls, median of {meta['rounds']} rounds (the methods in a new order each), after a warm-up of "
              f"{meta['warmup_seconds']} s each (`benchmarks/results/{path.name}`):", "",
              "| stack | `auto` | fastest kernel | `torch.matmul` |", "|---|---:|---:|---:|"]
     for case, rows in cases.items():
