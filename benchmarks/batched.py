@@ -111,8 +111,8 @@ def main(argv=None):
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version(),
             "git_commit": git_commit(),  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree
             "calls": args.calls, "rounds": args.rounds, "warmup_seconds": args.warmup_seconds,
-            "timing": "CUDA events around a loop of calls, median of the rounds, the methods in a shuffled order each round; "
-                      "torch.matmul with TF32 off"}
+            "timing": "CUDA events around a loop of calls, median of the rounds, the methods in a shuffled order "
+                      "each round; torch.matmul with TF32 off"}
     if args.out:
         args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
