@@ -102,7 +102,8 @@ def main(argv=None):
         torch_ms = statistics.median(times["torch.matmul"])
         for method, call in methods.items():
             ms = statistics.median(times[method])
-            result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=method.split()[1])
+            kernel = method.removeprefix("fastsgemm ")
+            result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=kernel)
             rows.append({"case": name, "method": method, "ms": ms, "tflops": flop / ms / 1e9,
                          "ratio_to_torch": torch_ms / ms, "error": relative_error(result, a, b)})
             row = rows[-1]
