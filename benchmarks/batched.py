@@ -94,7 +94,7 @@ def main(argv=None):
         for _ in range(args.rounds):
             # The methods take turns, so that a drift in clocks or heat falls on all of them, in a new order each
             # round, so that none always follows the same one: in a fixed order (or one merely rotated), auto, always
-            # next after torch.matmul, ran 5-7% faster at 8 x 1024^3 than tf32x3_inplace, the same kernel
+            # next after torch.matmul, ran 6-9% faster at 8 x 1024^3 than tf32x3_inplace, the same kernel
             # (benchmarks/NOTES.md, "Timing a stack").
             shuffler.shuffle(order)
             for method in order:

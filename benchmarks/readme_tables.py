@@ -208,8 +208,8 @@ def batched_table(path=RESULTS.parent / "batched-h100.json"):
     for row in data["rows"]:
         cases.setdefault(row["case"], []).append(row)
     lines = [f"{meta['device']}, commit {meta['git_commit']}, time per call: CUDA events around a loop of "
-             f"{meta['calls']} calls, median of {meta['rounds']} rounds (the methods in a new order each), after a warm-up of "
-             f"{meta['warmup_seconds']} s each (`benchmarks/results/{path.name}`):", "",
+             f"{meta['calls']} calls, median of {meta['rounds']} rounds (the methods in a new order each), "
+             f"after a warm-up of {meta['warmup_seconds']} s each (`benchmarks/results/{path.name}`):", "",
              "| stack | `auto` | fastest kernel | `torch.matmul` |", "|---|---:|---:|---:|"]
     for case, rows in cases.items():
         torch_row = next(r for r in rows if r["method"] == "torch.matmul")

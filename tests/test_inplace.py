@@ -96,17 +96,20 @@ def test_stacks_equal_the_packed_path_bit_for_bit():
         assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
+@pytest.mark.parametrize("count", [64, 256], ids=["64 products (idle SMs)", "256 products"])
 @pytest.mark.parametrize("b_column_major", [False, True], ids=["row-major", "B column-major"])
-def test_back_to_back_calls_wait_for_each_other(b_column_major):
+def test_back_to_back_calls_wait_for_each_other(b_column_major, count):
     """The rung's launches overlap (a programmatic dependent launch: the next kernel's blocks set up while the
-    previous kernel runs, and wait for it before touching memory). A chain of 24 stacks queued with no synchronize
-    between calls, each reading the result the call before wrote (read after write) into a buffer the call before
-    read (write after read), must give, bit for bit, the chain run one call at a time with a synchronize after each
-    (where nothing overlaps), and float64's answer. The results start as NaN: a read before the write shows."""
+    previous kernel runs, and wait for it before touching memory). A chain of 24 stacks queued behind a sleeping
+    kernel (so that no call has finished when the next is queued), each reading the result the call before wrote
+    (read after write) into a buffer the call before read (write after read), must give, bit for bit, the chain run
+    one call at a time with a synchronize after each (where nothing overlaps), and float64's answer. 64 products
+    leave 68 SMs of an H100 idle, where the next kernel's blocks start at once; with 256 every SM is busy. The
+    results start as NaN: a read before the write shows."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     generator = torch.Generator(device="cuda").manual_seed(1818)
-    count, n, links = 256, 128, 24
+    n, links = 128, 24
     start = torch.rand(count, n, n, device="cuda", generator=generator) - 0.5
     weights = []  # about norm-preserving, so that 24 products neither vanish nor overflow
     for _ in range(links):
@@ -116,6 +119,8 @@ def test_back_to_back_calls_wait_for_each_other(b_column_major):
     def chain(synchronize_each):
         buffers = [start.clone(), torch.full_like(start, float("nan"))]
         torch.cuda.synchronize()
+        if not synchronize_each:
+            torch.cuda._sleep(20_000_000)  # about 10 ms of GPU time: the whole chain is queued behind it
         for i, w in enumerate(weights):
             fastsgemm.matmul(buffers[i % 2], w, out=buffers[(i + 1) % 2], kernel=KERNEL)
             if synchronize_each:
@@ -134,9 +139,9 @@ def test_back_to_back_calls_wait_for_each_other(b_column_major):
 
 
 def test_a_captured_chain_replays_in_order():
-    """Two dependent stacks captured in one CUDA graph (the second reads the first's result, then a third writes
-    over the first's input): the overlapped launches become the graph's edges, and each replay on fresh inputs gives
-    float64's answer."""
+    """Three dependent stacks captured in one CUDA graph (the second reads the first's result, the third writes
+    over the first's input). Under capture the rung launches plainly (an overlapped launch needs CUDA 12.3 to be
+    recorded); each replay on fresh inputs gives float64's answer."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     generator = torch.Generator(device="cuda").manual_seed(1819)

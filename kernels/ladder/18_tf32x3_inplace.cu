@@ -56,9 +56,10 @@
  * Stacks: one launch with no pack pass, every product's output tiles on
  * the persistent grid, a shared operand read where it lies.
  * Launch: overlapped with the kernel before it in the stream (a programmatic
- * dependent launch, below): back-to-back stacks of 128^3 products went from
- * 23.9 to 23.2 us a call on the H100, 64 x 256^3 from 28.2 to 27.0
- * (benchmarks/NOTES.md, "Overlapped launches").
+ * dependent launch, below; a plain one while the stream captures a CUDA
+ * graph). Back-to-back stacks of 256 products of 128^3 went from 23.9 to
+ * 23.2 us a call on the H100, 64 x 256^3 from 28.2 to 27.0
+ * (benchmarks/NOTES.md, "Stacks on the H100").
  */
 #ifndef FASTSGEMM_LADDER_18_TF32X3_INPLACE
 #define FASTSGEMM_LADDER_18_TF32X3_INPLACE
@@ -99,11 +100,16 @@ __device__ __forceinline__ void allow_next_grid() { asm volatile("griddepcontrol
 
 /* kernel<<<grid, threads, smem, stream>>>(args...) as a programmatic dependent
  * launch: it may start before the previous kernel in the stream ends (its
- * blocks wait for it: wait_for_previous_grid). */
+ * blocks wait for it: wait_for_previous_grid). A stream that is capturing a
+ * CUDA graph gets a plain launch: a graph already spares most of the gap
+ * between kernels, and CUDA versions before 12.3 do not record the
+ * overlapped kind in a graph. */
 template <typename... Params, typename... Args>
 cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cudaStream_t stream,
-                       const Args &...args) {
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                              const Args &...args) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (err == cudaSuccess) err = cudaStreamIsCapturing(stream, &capture);
     if (err != cudaSuccess) return err;
     cudaLaunchAttribute overlap[1];
     overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -114,7 +120,7 @@ cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, int threads,
     config.dynamicSmemBytes = smem;
     config.stream = stream;
     config.attrs = overlap;
-    config.numAttrs = 1;
+    config.numAttrs = capture == cudaStreamCaptureStatusNone ? 1 : 0;
     return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
@@ -287,8 +293,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             // split warps wait for bytes.
             copy_tiles<R_ALONG_K, kStages, kStageFloats, kTile, kTile, 2 * kPartFloats>(
                 stages, landed, empty, r_map, s_map, problem, batch, operands, items);
-            // Every copy is issued: the next kernel in the stream may be launched. Its blocks start as this
-            // grid's blocks leave the SMs and wait (above) until this grid has finished.
+            // Every copy is issued: the next kernel in the stream may be launched. Its blocks start on the SMs
+            // this grid leaves free (at once on idle ones, where the grid is smaller than the GPU) and wait
+            // (above) until this grid has finished.
             allow_next_grid();
         } else if (tid >= 32) {
             // The split: each tile as soon as its bytes have landed.
