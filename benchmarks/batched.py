@@ -39,7 +39,8 @@ CASES = [  # (name, A shape, B shape)
 
 
 def warm_up(call, seconds):
-    """Calls `call` until `seconds` have passed on the GPU, so the clocks have left their idle state."""
+    """Calls `call`, keeping the GPU busy, until `seconds` of wall clock have passed: its clocks leave their idle
+    state."""
     torch.cuda.synchronize()
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -100,7 +101,7 @@ def main(argv=None):
             for method in order:
                 times[method].append(time_loop(methods[method], args.calls))
         torch_ms = statistics.median(times["torch.matmul"])
-        for method, call in methods.items():
+        for method in methods:
             ms = statistics.median(times[method])
             kernel = method.removeprefix("fastsgemm ")
             result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=kernel)
