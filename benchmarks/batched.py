@@ -70,7 +70,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", nargs="*", default=["tf32x3", "tf32x3:128x64", "tf32x3:direct", "tf32x3_regs",
                                                            "tf32x3_regs:4steps", "tf32x3_regs:direct", "tf32x3_inplace",
-                                                           "tf32x3_inplace:128x64",
                                                            "cublas"])
     parser.add_argument("--calls", type=int, default=200, help="calls in one timed loop")
     parser.add_argument("--rounds", type=int, default=15, help="timed loops of each method; the median is kept")

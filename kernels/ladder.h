@@ -181,7 +181,6 @@ cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_tf32x3_inplace_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
 /* The launchers that run a batch in one launch (registry.c names each beside its rung). */
@@ -193,8 +192,6 @@ cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_batch *batc
 cudaError_t fsg_tf32x3_regs_4steps_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_direct_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_tf32x3_inplace_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
-cudaError_t fsg_tf32x3_inplace_128x64_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch,
-                                                 cudaStream_t stream);
 cudaError_t fsg_tf32_tma_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_cublas_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);

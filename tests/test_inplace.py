@@ -4,9 +4,7 @@ Its promise (kernels/ladder/18_tf32x3_inplace.cu): the split, the products and t
 15's, so with alpha 1 and beta 0 its result is tf32x3's, bit for bit, in every orientation: B column-major (B^T in
 shared memory), and both row-major (the product run as B^T A^T, written back transposed). Where it declines (no
 k-contiguous operand, a matrix the copy engine cannot read) rung 16's direct path runs, whose numbers are the same.
-Its configuration tf32x3_inplace:128x64 (half-width output tiles, for stacks of small products) makes the same
-promises and runs every test here. The registry-driven suites (correctness over every layout, split-K, batches,
-determinism) take both as well.
+The registry-driven suites (correctness over every layout, split-K, batches, determinism) take the rung as well.
 """
 import numpy as np
 import pytest
@@ -18,12 +16,7 @@ from conftest import (COPY_ENGINE_CASES, COPY_ENGINE_TAKES, TRANSPOSE_IDS, TRANS
 
 pytestmark = pytest.mark.gpu
 
-
-
-@pytest.fixture(params=["tf32x3_inplace", "tf32x3_inplace:128x64"])
-def kernel(request):
-    """The rung's 128 x 128 tile and its 128 x 64 configuration: the same split and sums, so the same promises."""
-    return request.param
+KERNEL = "tf32x3_inplace"
 
 
 # Whole tiles; partial tiles on every edge; K not a multiple of the 32-deep k-tile or of 4; one row or one column;
@@ -35,14 +28,14 @@ SHAPES = [(256, 128, 256), (130, 70, 100), (67, 45, 5001), (200, 96, 9000), (1, 
 
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
-def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng, kernel):
+def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng):
     """A wrong fragment layout of R, a k-tile from the wrong place, a stage split before its bytes landed or
     refilled before it was read, garbage where the copy engine should have brought zeros, or a transposed store
     that misses: each would show as differing bits. The comparison cannot pass by accident: tf32x3 and tf32x3_mma
     differ in their bits (tests/test_tensorcore.py)."""
     needs_hopper()
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
-    mine = run_raw(kernel, A, B, trans_a, trans_b)
+    mine = run_raw(KERNEL, A, B, trans_a, trans_b)
     packed = run_raw("tf32x3", A, B, trans_a, trans_b)
     assert not np.isnan(mine).any()
     mismatches = np.argwhere(mine != packed)
@@ -52,29 +45,29 @@ def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, rng, kern
 
 
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
-def test_alpha_beta_and_c_in_every_orientation(trans_a, trans_b, rng, kernel):
+def test_alpha_beta_and_c_in_every_orientation(trans_a, trans_b, rng):
     """The transposed store reads C where it writes D: C(i, j) beside D(i, j), not C(j, i). Leading dimensions
     the copy engine takes (multiples of 4), so that its epilogue is the one with C."""
     m, n, k = 152, 92, 72
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
-    mine = run_raw(kernel, A, B, trans_a, trans_b, alpha=1.5, beta=-0.5, C=C)
+    mine = run_raw(KERNEL, A, B, trans_a, trans_b, alpha=1.5, beta=-0.5, C=C)
     exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)
     assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES, ids=TRANSPOSE_IDS)
-def test_split_k_with_c_in_every_orientation(trans_a, trans_b, rng, kernel):
+def test_split_k_with_c_in_every_orientation(trans_a, trans_b, rng):
     """A K the planner cuts into slices, with C: the slices' sum and beta C meet in the epilogue of the transposed
     store too (both operands row-major), where C must be read beside D, once."""
     m, n, k = 136, 72, 9000
     A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
-    mine = run_raw(kernel, A, B, trans_a, trans_b, alpha=-0.75, beta=2.0, C=C)
+    mine = run_raw(KERNEL, A, B, trans_a, trans_b, alpha=-0.75, beta=2.0, C=C)
     exact = -0.75 * reference(A, B) + 2.0 * C.astype(np.float64)
     assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
 @pytest.mark.parametrize("case", COPY_ENGINE_CASES)
-def test_the_path_that_runs(case, kernel):
+def test_the_path_that_runs(case):
     """The bit-for-bit test cannot tell this rung from its fallback (they give the same numbers): the profiler
     can. The copy engine takes 16-byte aligned matrices with a k-contiguous operand; anything else goes to rung
     16's direct path, and no call packs its operands."""
@@ -82,22 +75,22 @@ def test_the_path_that_runs(case, kernel):
     needs_hopper()
     a, b = copy_engine_case(torch, case)
     path = "tf32x3_inplace" if case in COPY_ENGINE_TAKES else "tf32x3_regs_direct"
-    names = launched_kernels(lambda: fastsgemm.matmul(a, b, kernel=kernel))
+    names = launched_kernels(lambda: fastsgemm.matmul(a, b, kernel=KERNEL))
     ours = [name for name in names if "fsg::" in name]
     assert len(ours) == 1 and path in ours[0], f"{case}: launched {names}"
     expected = torch.matmul(a.double(), b.double())
-    result = fastsgemm.matmul(a, b, kernel=kernel)
+    result = fastsgemm.matmul(a, b, kernel=KERNEL)
     assert float((result.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
 
 
-def test_stacks_equal_the_packed_path_bit_for_bit(kernel):
+def test_stacks_equal_the_packed_path_bit_for_bit():
     """Stacks (conftest's copy_engine_stacks; rung 16's direct path runs the odd step): each is tf32x3's
     result, bit for bit."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     cases = copy_engine_stacks(torch, seed=18)
     for what, (a, b) in cases.items():
-        mine = fastsgemm.matmul(a, b, kernel=kernel)
+        mine = fastsgemm.matmul(a, b, kernel=KERNEL)
         assert torch.equal(mine, fastsgemm.matmul(a, b, kernel="tf32x3")), f"{what}: differs from tf32x3"
         expected = torch.matmul(a.double(), b.double())
         assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
@@ -105,7 +98,7 @@ def test_stacks_equal_the_packed_path_bit_for_bit(kernel):
 
 @pytest.mark.parametrize("count", [64, 256], ids=["64 products (idle SMs)", "256 products"])
 @pytest.mark.parametrize("b_column_major", [False, True], ids=["row-major", "B column-major"])
-def test_back_to_back_calls_wait_for_each_other(b_column_major, count, kernel):
+def test_back_to_back_calls_wait_for_each_other(b_column_major, count):
     """The rung's launches overlap (a programmatic dependent launch: the next kernel's blocks set up while the
     previous kernel runs, and wait for it before touching memory). A chain of 24 stacks queued behind a sleeping
     kernel (so that no call has finished when the next is queued), each reading the result the call before wrote
@@ -129,7 +122,7 @@ def test_back_to_back_calls_wait_for_each_other(b_column_major, count, kernel):
         if not synchronize_each:
             torch.cuda._sleep(20_000_000)  # about 10 ms of GPU time: the whole chain is queued behind it
         for i, w in enumerate(weights):
-            fastsgemm.matmul(buffers[i % 2], w, out=buffers[(i + 1) % 2], kernel=kernel)
+            fastsgemm.matmul(buffers[i % 2], w, out=buffers[(i + 1) % 2], kernel=KERNEL)
             if synchronize_each:
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
@@ -145,7 +138,7 @@ def test_back_to_back_calls_wait_for_each_other(b_column_major, count, kernel):
     assert error < links * fastsgemm._registry.ERROR_BOUND["fp32"], error
 
 
-def test_a_captured_chain_replays_in_order(kernel):
+def test_a_captured_chain_replays_in_order():
     """Three dependent stacks captured in one CUDA graph (the second reads the first's result, the third writes
     over the first's input). Under capture the rung launches plainly (an overlapped launch needs CUDA 12.3 to be
     recorded); each replay on fresh inputs gives float64's answer."""
@@ -157,9 +150,9 @@ def test_a_captured_chain_replays_in_order(kernel):
     middle, out = torch.empty_like(x), torch.empty_like(x)
 
     def steps():
-        fastsgemm.matmul(x, w1, out=middle, kernel=kernel)
-        fastsgemm.matmul(middle, w2, out=out, kernel=kernel)
-        fastsgemm.matmul(out, w1, out=x, kernel=kernel)  # over x, which the first product read
+        fastsgemm.matmul(x, w1, out=middle, kernel=KERNEL)
+        fastsgemm.matmul(middle, w2, out=out, kernel=KERNEL)
+        fastsgemm.matmul(out, w1, out=x, kernel=KERNEL)  # over x, which the first product read
 
     for t in (x, w1, w2):
         t.copy_(torch.randn(count, n, n, device="cuda", generator=generator) / n ** 0.5)
@@ -181,7 +174,7 @@ def test_a_captured_chain_replays_in_order(kernel):
         assert error < 3 * fastsgemm._registry.ERROR_BOUND["fp32"], error
 
 
-def test_inf_and_nan_as_numpy_gives_them(kernel):
+def test_inf_and_nan_as_numpy_gives_them():
     """Both orientations: the split of Inf gives a NaN low part, which the result must not show."""
     needs_hopper()
-    assert_inf_and_nan_as_numpy(kernel)
+    assert_inf_and_nan_as_numpy(KERNEL)

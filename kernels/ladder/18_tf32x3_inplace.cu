@@ -71,25 +71,18 @@ namespace hopper {
 namespace tf32x3_inplace {
 
 // ---- tile parameters ----
-constexpr int kTile = 128;                 // output tile: 128 rows of R x 128 rows of S (S_ROWS, below)
-constexpr int kHalfTile = 64;              // the 128x64 configuration's rows of S
-constexpr int kPartFloats = kTile * kBK;   // one 128 x 32 tile of FP32: 16 KiB
+constexpr int kTile = 128;                     // output tile: 128 rows of R x 128 rows of S
+constexpr int kPartFloats = kTile * kBK;       // one 128 x 32 tile of FP32: 16 KiB
+constexpr int kStageFloats = 3 * kPartFloats;  // S (hi once split), S lo, raw R
+constexpr int kStages = 4;
 constexpr int kSplitThreads = 96;          // warps 1-3 of the producer warpgroup (warp 0: the copies)
 constexpr int kStepsAtOnce = 2;            // R's fragments of two k-steps held at once, as rung 16's
 constexpr int kBoxRows = 32;               // a row-contiguous R comes in boxes of 32 rows x 32 k (128 bytes wide)
 
-/* A block's shared memory for output tiles of 128 rows of R x S_ROWS rows of
- * S. A stage holds S (hi once split), S lo and raw R: 48 KiB at 128 rows of
- * S, four stages; 32 KiB at 64, six stages. */
-template <int S_ROWS>
 struct Layout {
-    static constexpr int kSFloats = S_ROWS * kBK;
-    static constexpr int kStageFloats = 2 * kSFloats + kPartFloats;
-    static constexpr int kStages = S_ROWS == kTile ? 4 : 6;
     static constexpr size_t kRingBytes = pipeline_smem_bytes(kStages, kStageFloats);  // stages, full, empty
     static constexpr size_t kSmemBytes = kRingBytes + kStages * sizeof(uint64_t);     // then `landed`
     static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
-    static_assert(kSFloats * sizeof(float) % 1024 == 0, "each part of a stage starts a swizzle atom");
 };
 
 // ---- overlapped launches ----
@@ -164,13 +157,12 @@ __device__ __forceinline__ void split_r_fragments(const float *raw_r, int row, i
     }
 }
 
-/* The split warps' share of a stage: S's S_ROWS x 32 tile, as the copy engine
+/* The split warps' share of a stage: S's 128 x 32 tile, as the copy engine
  * landed it, rewritten in place as hi, with lo at the same offset of s_lo.
  * Split thread p takes 16-byte chunks p, p + 96, ...: a warp's reads and
  * writes are 512 contiguous bytes, all banks. */
-template <int S_ROWS>
 __device__ __forceinline__ void split_in_place(float *s, float *s_lo, int p) {
-    constexpr int kChunks = S_ROWS * kBK / 4;
+    constexpr int kChunks = kPartFloats / 4;
 #pragma unroll
     for (int j = 0; j < (kChunks + kSplitThreads - 1) / kSplitThreads; ++j) {
         if (p + kSplitThreads * j >= kChunks) break;
@@ -194,7 +186,7 @@ struct Operands {
     bool own_r, own_s;
 };
 
-/* The consumers' epilogue for one 64 x COLS slice of an output tile whose
+/* The consumers' epilogue for one 64 x 128 slice of an output tile whose
  * top-left element is O(row0, col0), O = R S^T: O is D, or D^T where the
  * kernel runs transposed (each result then goes to D(col, row), with C read
  * there too).
@@ -207,31 +199,31 @@ struct Operands {
  * columns go out as one 8-byte store where the address allows, so that a
  * warp's store fills whole 32-byte sectors instead of every other 4 bytes of
  * them twice. */
-template <bool TRANSPOSED, bool PAIRS = false, int COLS = kTile, typename Value>
+template <bool TRANSPOSED, bool PAIRS = false, typename Value>
 __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
     const int64_t rows = TRANSPOSED ? g.n : g.m, cols = TRANSPOSED ? g.m : g.n;
-    if (g.c == nullptr && row0 + kWgRows <= rows && col0 + COLS <= cols) {
+    if (g.c == nullptr && row0 + kWgRows <= rows && col0 + kTile <= cols) {
         const int64_t row_step = TRANSPOSED ? 1 : g.ldd, col_step = TRANSPOSED ? g.ldd : 1;  // O's steps in D
         const Position first = first_accumulator(row0, col0);
         float *corner = g.d + first.row * row_step + first.col * col_step;
         if constexpr (PAIRS && !TRANSPOSED) {
             if (reinterpret_cast<uintptr_t>(corner) % 8 == 0 && g.ldd % 2 == 0) {  // every pair 8-byte aligned
 #pragma unroll
-                for (int i = 0; i < COLS / 2; i += 2)
+                for (int i = 0; i < kTile / 2; i += 2)
                     *reinterpret_cast<float2 *>(corner + 8 * ((i % 4) / 2) * g.ldd + 8 * (i / 4)) =
                         make_float2(g.alpha * value(i), g.alpha * value(i + 1));
                 return;
             }
         }
 #pragma unroll
-        for (int i = 0; i < COLS / 2; ++i)  // accumulator i: 8 ((i % 4) / 2) rows and 8 (i / 4) + i % 2 columns on
+        for (int i = 0; i < kTile / 2; ++i)  // accumulator i: 8 ((i % 4) / 2) rows and 8 (i / 4) + i % 2 columns on
             corner[8 * ((i % 4) / 2) * row_step + (8 * (i / 4) + i % 2) * col_step] = g.alpha * value(i);
     } else if constexpr (TRANSPOSED) {
-        for_each_accumulator<COLS>(row0, col0, [&](int i, int64_t row, int64_t col) {
+        for_each_accumulator<kTile>(row0, col0, [&](int i, int64_t row, int64_t col) {
             if (col < g.m && row < g.n) store_d(g, col, row, value(i));
         });
     } else {
-        store_slice<COLS>(g, row0, col0, value);
+        store_slice<kTile>(g, row0, col0, value);
     }
 }
 
@@ -274,16 +266,13 @@ __device__ __forceinline__ void copy_tiles(float *stages, uint64_t *landed, uint
 /* One block: the producer warpgroup (thread 0 the copies, warps 1-3 the
  * split), then two consumer warpgroups. R_ALONG_K: R's rows are k-contiguous in memory.
  * TRANSPOSED: R is B^T and S is A (the result is D^T); otherwise R is A and
- * S is B^T. S_ROWS: the output tile's rows of S, 128 or 64 (each consumer
- * then issues m64n64k8). `items`: the output tiles of every slice or product. */
-template <bool R_ALONG_K, bool TRANSPOSED, int S_ROWS>
+ * S is B^T. `items`: the output tiles of every slice or product. */
+template <bool R_ALONG_K, bool TRANSPOSED>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32x3_inplace_kernel(const __grid_constant__ CUtensorMap r_map, const __grid_constant__ CUtensorMap s_map,
                                 fsg_gemm problem, fsg_batch batch, Operands operands, int64_t items) {
-    using L = Layout<S_ROWS>;
-    constexpr int kStages = L::kStages, kStageFloats = L::kStageFloats, kSFloats = L::kSFloats;
     extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
-    uint64_t *landed = reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(smem) + L::kRingBytes);
+    uint64_t *landed = reinterpret_cast<uint64_t *>(reinterpret_cast<char *>(smem) + Layout::kRingBytes);
     if (threadIdx.x == 0)  // before start_ring's fence and __syncthreads
         for (int s = 0; s < kStages; ++s) mbarrier_init(&landed[s], 1);
     const StageRing ring = start_ring<kStages, kStageFloats, kSplitThreads>(smem);
@@ -293,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait_for_previous_grid();
     float *const stages = ring.stages;
     uint64_t *const full = ring.full, *const empty = ring.empty;
-    const int tiles_r = (int)ceil_div(operands.rows_r, kTile), tiles_s = (int)ceil_div(operands.rows_s, S_ROWS);
+    const int tiles_r = (int)ceil_div(operands.rows_r, kTile), tiles_s = (int)ceil_div(operands.rows_s, kTile);
     const int tid = threadIdx.x;
     auto depth_tiles = [&](int64_t z) { return (int)ceil_div(slice_or_product(problem, batch, z).k, kBK); };
 
@@ -302,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (tid == 0) {
             // The copies, on a thread of their own, so that they run as far ahead as the stages allow while the
             // split warps wait for bytes.
-            copy_tiles<R_ALONG_K, kStages, kStageFloats, kTile, S_ROWS, 2 * kSFloats>(
+            copy_tiles<R_ALONG_K, kStages, kStageFloats, kTile, kTile, 2 * kPartFloats>(
                 stages, landed, empty, r_map, s_map, problem, batch, operands, items);
             // Every copy is issued: the next kernel in the stream may be launched. Its blocks start on the SMs
             // this grid leaves free (at once on idle ones, where the grid is smaller than the GPU) and wait
@@ -317,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int s = (int)(at % kStages);
                     mbarrier_wait(&landed[s], (int)(at / kStages) & 1);
                     float *stage = stages + s * kStageFloats;
-                    split_in_place<S_ROWS>(stage, stage + kSFloats, tid - 32);
+                    split_in_place(stage, stage + kPartFloats, tid - 32);
                     fence_proxy_async();  // these stores, before the consumers' wgmmas read them
                     mbarrier_arrive(&full[s]);
                 }
@@ -332,27 +321,26 @@ __global__ void __launch_bounds__(kThreads, 1)
             const WorkItem w = work_item(item, tiles_r, tiles_s);
             const fsg_gemm g = slice_or_product(problem, batch, w.z);
             const int count = (int)ceil_div(g.k, kBK);
-            float corr[S_ROWS / 2] = {}, main[S_ROWS / 2] = {}, part[S_ROWS / 2];  // as rung 16's
+            float corr[64] = {}, main[64] = {}, part[64];  // as rung 16's
             for (int t = 0; t < count; ++t, ++at) {
                 const int s = (int)(at % kStages), parity = (int)(at / kStages) & 1;
                 mbarrier_wait(&full[s], parity);
                 mbarrier_wait(&landed[s], parity);  // R's bytes: done already (S's split waited on it)
-                const float *s_hi = stages + s * kStageFloats, *s_lo = s_hi + kSFloats;
-                const float *raw_r = s_lo + kSFloats;
+                const float *s_hi = stages + s * kStageFloats, *s_lo = s_hi + kPartFloats;
+                const float *raw_r = s_lo + kPartFloats;
 #pragma unroll
                 for (int half = 0; half < tf32x3_regs::kKSteps / kStepsAtOnce; ++half) {
                     uint32_t r_hi[kStepsAtOnce][4], r_lo[kStepsAtOnce][4];
                     split_r_fragments<R_ALONG_K>(raw_r, row, col, half * kStepsAtOnce, r_hi, r_lo);
-                    tf32x3_regs::three_products<kStepsAtOnce, S_ROWS / 2, TRANSPOSED>(part, corr, r_hi, r_lo, s_hi,
-                                                                                     s_lo, half * kStepsAtOnce);
+                    tf32x3_regs::three_products<kStepsAtOnce, 64, TRANSPOSED>(part, corr, r_hi, r_lo, s_hi, s_lo,
+                                                                             half * kStepsAtOnce);
                 }
                 mbarrier_arrive(&empty[s]);
 #pragma unroll
-                for (int i = 0; i < S_ROWS / 2; ++i) main[i] += part[i];
+                for (int i = 0; i < 64; ++i) main[i] += part[i];
             }
-            store_output<TRANSPOSED, false, S_ROWS>(g, (int64_t)w.tile_m * kTile + consumer * kWgRows,
-                                                    (int64_t)w.tile_n * S_ROWS,
-                                                    [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+            store_output<TRANSPOSED>(g, (int64_t)w.tile_m * kTile + consumer * kWgRows, (int64_t)w.tile_n * kTile,
+                                     [&](int i) { return tensorcore::combine(main[i], corr[i]); });
         }
     }
 }
@@ -433,32 +421,29 @@ inline cudaError_t orient(const fsg_gemm *g, const fsg_batch &batch, int r_rows,
     return cudaSuccess;
 }
 
-/* This rung on one product, a batch or split-K's slices, in output tiles of
- * 128 rows of R x S_ROWS of S. *launched stays false where it declines
- * (orient's reasons). */
-template <int S_ROWS>
+/* This rung on one product, a batch or split-K's slices. *launched stays
+ * false where it declines (orient's reasons). */
 inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     *launched = false;
     Orientation o;
     bool possible;
-    const cudaError_t err = orient(g, batch, kTile, S_ROWS, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, &o, &possible);
+    const cudaError_t err = orient(g, batch, kTile, kTile, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, &o, &possible);
     if (err != cudaSuccess || !possible) return err;
     auto run = [&](auto kernel) {
-        return launch_overlapped(kernel, o.grid, kThreads, Layout<S_ROWS>::kSmemBytes, stream, o.r_map, o.s_map, *g,
-                                 batch, o.operands, o.items);
+        return launch_overlapped(kernel, o.grid, kThreads, Layout::kSmemBytes, stream, o.r_map, o.s_map, *g, batch,
+                                 o.operands, o.items);
     };
-    const cudaError_t launch_err = o.transposed ? run(wgmma_tf32x3_inplace_kernel<false, true, S_ROWS>)
-                                   : g->a_trans ? run(wgmma_tf32x3_inplace_kernel<false, false, S_ROWS>)
-                                                : run(wgmma_tf32x3_inplace_kernel<true, false, S_ROWS>);
+    const cudaError_t launch_err = o.transposed ? run(wgmma_tf32x3_inplace_kernel<false, true>)
+                                   : g->a_trans ? run(wgmma_tf32x3_inplace_kernel<false, false>)
+                                                : run(wgmma_tf32x3_inplace_kernel<true, false>);
     *launched = true;
     const cudaError_t last = cudaGetLastError();  // read, which also clears it, either way
     return launch_err != cudaSuccess ? launch_err : last;
 }
 
 /* Where this rung declines, rung 16's direct path: no pack pass either, the same numbers. */
-template <int S_ROWS>
 inline cudaError_t launch_else_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
-    const cudaError_t err = launch<S_ROWS>(g, batch, stream, launched);
+    const cudaError_t err = launch(g, batch, stream, launched);
     if (err != cudaSuccess || *launched) return err;
     return tf32x3_regs::launch_direct(g, batch, stream, launched);
 }
@@ -475,19 +460,8 @@ extern "C" cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t 
 
 /* A batch: every product's output tiles on one persistent grid, a shared operand read where it lies. */
 extern "C" cudaError_t fsg_tf32x3_inplace_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    using namespace fsg::hopper::tf32x3_inplace;
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_direct<kTile>, fsg_tf32x3_mma_sgemm);
-}
-
-/* tf32x3_inplace:128x64: output tiles of 128 rows of R x 64 of S. */
-extern "C" cudaError_t fsg_tf32x3_inplace_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32x3_inplace_128x64_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-extern "C" cudaError_t fsg_tf32x3_inplace_128x64_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch,
-                                                             cudaStream_t stream) {
-    using namespace fsg::hopper::tf32x3_inplace;
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_direct<kHalfTile>, fsg_tf32x3_mma_sgemm);
+    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3_inplace::launch_else_direct,
+                                            fsg_tf32x3_mma_sgemm);
 }
 #endif
 

@@ -52,12 +52,6 @@ static const fsg_config tf32x3_regs_configs[] = {
      fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm},
 };
 
-static const fsg_config tf32x3_inplace_configs[] = {
-    {"128x64", "128 x 64 output tiles (64 rows of the operand split in place): twice the tiles for a stack of small "
-     "products, so that a block's last tile, computed and stored with nothing loading behind it, is half as long",
-     fsg_tf32x3_inplace_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_inplace_128x64_batch_sgemm},
-};
-
 static const fsg_config ozaki_configs[] = {
     {"7", "seven moduli, not eight: an eighth less INT8 work, 8 bits fewer between the scaled operands, an error "
      "up to 6x cuBLAS FP32's, so never auto's (tf32x3 where INT8 wgmma is not had)",
@@ -299,7 +293,6 @@ const fsg_rung fsg_rungs[] = {
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
         FILL(128, 128, 1),
-        CONFIGS(tf32x3_inplace_configs),
         .launch_batch = fsg_tf32x3_inplace_batch_sgemm,
     },
     {
