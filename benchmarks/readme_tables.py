@@ -165,7 +165,7 @@ RENAMED = {"tf32x3:mma.sync": "tf32x3_mma", "tf32:mma.sync": "tf32_mma", "warpti
 RENAMED_AT = "f5aa000"
 
 
-def per_call_table(path=RESULTS.parent / "overhead-h200.json"):
+def per_call_table(path=RESULTS.parent / "overhead-h100.json"):
     """Per-call wall time at the small sizes (python -m fastsgemm.bench --overhead), fastsgemm beside the framework's
     own matmul on the same operands in the same run."""
     data = json.loads(path.read_text())
