@@ -13,31 +13,19 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import math
 import pstats
 import sys
-import time
 
 import torch
 
 import fastsgemm
 import fastsgemm.torch as fst
+from torch_layer import LAYERS as ALL_LAYERS  # benchmarks/torch_layer.py, beside this script
+from torch_layer import per_call as per_call_us
 
-LAYERS = [("Linear 256->256 on (64, 256)", (64,), 256, 256),
-          ("Linear 1024->1024 on (8, 128, 1024)", (8, 128), 1024, 1024)]
-
-
-def per_call_us(run, calls, rounds=5):
-    """Median microseconds a call over `rounds` loops of `calls`, one synchronize a loop."""
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            run()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / calls * 1e6)
-    return sorted(times)[len(times) // 2]
+# torch_layer.py's layers but the GPU-bound one (its rule: 2 x input elements x fan-out above 1e10 FLOP)
+LAYERS = [layer for layer in ALL_LAYERS if 2 * math.prod(layer[1]) * layer[2] * layer[3] <= 1e10]
 
 
 def main():
