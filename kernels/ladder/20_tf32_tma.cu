@@ -41,7 +41,7 @@
  * k-tile's wgmmas in flight while they issue the next (wait_group 1): the
  * tensor cores do not wait between tiles. Persistent grid, one block per SM:
  * the producer runs on into the next output tile while the consumers store
- * the last one, in 8-byte pairs of adjacent columns where D's rows take them.
+ * the last one, through rung 18's epilogue.
  * The products and the order of the sums are rung 14's, so the result is the
  * same, bit for bit (tests/test_tf32_tma.py).
  *
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int64_t row0 = (int64_t)w.tile_m * kR + consumer * kWgRows;
 #pragma unroll
             for (int j = 0; j < kSHalves; ++j)
-                tf32x3_inplace::store_output<TRANSPOSED, true>(g, row0, (int64_t)w.tile_n * kS + j * 128,
+                tf32x3_inplace::store_output<TRANSPOSED>(g, row0, (int64_t)w.tile_n * kS + j * 128,
                                                          [&](int i) { return acc[j][i]; });
         }
     }
