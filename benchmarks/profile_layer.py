@@ -99,6 +99,8 @@ def main():
         except (ImportError, AttributeError) as error:  # no CuPy, or one without these runtime calls
             print(f"(the pool variant not run: {error!r})", file=out)
         print(file=out)
+    if out is not sys.stdout:
+        out.close()
 
 
 if __name__ == "__main__":

@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int j = 0; j < kSHalves; ++j)
                 tf32x3_inplace::store_output<TRANSPOSED>(g, row0, (int64_t)w.tile_n * kS + j * 128,
-                                                         [&](int i) { return acc[j][i]; });
+                                                   [&](int i) { return acc[j][i]; });
         }
     }
 }
