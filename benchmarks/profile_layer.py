@@ -11,6 +11,7 @@ and the step with a contiguous gradient, and with the default memory pool keepin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import math
@@ -32,7 +33,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    out = open(args.out, "w") if args.out else sys.stdout
+    with open(args.out, "w") if args.out else contextlib.nullcontext(sys.stdout) as out:
+        profile(out)
+
+
+def profile(out):
+    """Writes every layer's figures to `out`."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
     for name, batch, fan_in, fan_out in LAYERS:
@@ -69,7 +75,7 @@ def main():
               file=out)
 
         # The backward's products alone: dA = dC W (dC the .sum() loss's gradient, every stride 0) and
-        # dW^T-shaped A^T dC over the rows laid end to end, on that gradient and on a contiguous copy.
+        # dW = dC^T X over the rows laid end to end, on that gradient and on a contiguous copy.
         rows = x.shape[:-1].numel()
         expanded = torch.ones(1, device="cuda").expand(rows, fan_out)
         dense = expanded.contiguous()
@@ -96,11 +102,9 @@ def main():
             print(f"step, pool keeps 1 GiB     fastsgemm  {per_call_us(lambda: step(ours), 200):8.1f} us", file=out)
             runtime.memPoolSetAttribute(pool, runtime.cudaMemPoolAttrReleaseThreshold, 0)
             print(f"step, pool keeps nothing   fastsgemm  {per_call_us(lambda: step(ours), 200):8.1f} us", file=out)
-        except (ImportError, AttributeError) as error:  # no CuPy, or one without these runtime calls
+        except (ImportError, AttributeError, RuntimeError) as error:  # no CuPy, no such call, or CUDA refused it
             print(f"(the pool variant not run: {error!r})", file=out)
         print(file=out)
-    if out is not sys.stdout:
-        out.close()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ fastsgemm against torch.matmul (FP32, TF32 off), timed as benchmarks/batched.py 
     python benchmarks/stack_layouts.py [--kernels auto tf32x3_inplace] [--out FILE.json]
 
 Each case: a warm-up of 0.5 s a method, then 15 rounds of a loop of 200 calls between CUDA events, the methods in
-a shuffled order each round; the median per call. Every result is checked against float64 once.
+a shuffled order each round; the median per call. Each method's error against float64 is recorded once, from a
+call of its own (not a timed one).
 """
 from __future__ import annotations
 

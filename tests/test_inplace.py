@@ -174,6 +174,31 @@ def test_a_captured_chain_replays_in_order():
         assert error < 3 * fastsgemm._registry.ERROR_BOUND["fp32"], error
 
 
+
+@pytest.mark.parametrize("where", ["4 bytes past 8-byte alignment", "odd leading dimension"])
+@pytest.mark.parametrize("kernel,same_as", [("tf32x3_inplace", "tf32x3"), ("tf32_tma", "tf32")])
+def test_the_untransposed_epilogue_where_pairs_do_not_align(kernel, same_as, where):
+    """Untransposed (B column-major), the epilogue stores a thread's two adjacent results as one 8-byte store where
+    the result's rows allow (rung 18's store_output, which rung 20 shares). Into an out 4 bytes past 8-byte
+    alignment, or one with an odd leading dimension, it stores them one at a time: the result is the same, bit for
+    bit, and nothing outside out is written. Whole tiles, so that the fast epilogue is the one that runs."""
+    torch = pytest.importorskip("torch")
+    needs_hopper()
+    generator = torch.Generator(device="cuda").manual_seed(2030)
+    count, m, n, k = 4, 256, 256, 96
+    a = torch.rand(count, m, k, device="cuda", generator=generator) - 0.5
+    b = (torch.rand(count, n, k, device="cuda", generator=generator) - 0.5).mT  # k contiguous: untransposed
+    expected = fastsgemm.matmul(a, b, kernel=same_as)
+    if where == "4 bytes past 8-byte alignment":
+        storage = torch.full((count * m * n + 1,), float("nan"), device="cuda")
+        out, outside = storage[1:].view(count, m, n), storage[:1]
+    else:
+        storage = torch.full((count, m, n + 1), float("nan"), device="cuda")
+        out, outside = storage[..., :n], storage[..., n:]
+    fastsgemm.matmul(a, b, out=out, kernel=kernel)
+    assert torch.equal(out, expected), f"{kernel} into an out {where} differs from {same_as}"
+    assert torch.isnan(outside).all(), "written outside out"
+
 def test_inf_and_nan_as_numpy_gives_them():
     """Both orientations: the split of Inf gives a NaN low part, which the result must not show."""
     needs_hopper()

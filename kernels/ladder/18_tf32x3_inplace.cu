@@ -200,8 +200,8 @@ struct Operands {
  * 32-byte sectors instead of every other 4 bytes of them twice: 32.4 -> 24.4
  * us a call for 256 products of 128^3 with B column-major on the H100, 88 ->
  * 60 us for attention's Q K^T over 96 heads of 512 x 64 (benchmarks/NOTES.md,
- * "Paired stores"). Transposed, a warp's store already fills whole sectors
- * (eight rows of O are eight adjacent floats of D). */
+ * "Paired stores"). Transposed, a warp's store already writes whole 32-byte
+ * runs (eight rows of O are eight adjacent floats of D). */
 template <bool TRANSPOSED, typename Value>
 __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
     const int64_t rows = TRANSPOSED ? g.n : g.m, cols = TRANSPOSED ? g.m : g.n;
@@ -210,7 +210,9 @@ __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, in
         const Position first = first_accumulator(row0, col0);
         float *corner = g.d + first.row * row_step + first.col * col_step;
         if constexpr (!TRANSPOSED) {
-            if (reinterpret_cast<uintptr_t>(corner) % 8 == 0 && g.ldd % 2 == 0) {  // every pair 8-byte aligned
+            // The pairs lie a multiple of 8 floats from the corner, so an aligned corner aligns them all; an even
+            // ldd gives every lane's corner the same alignment, so that the warp takes one branch.
+            if (reinterpret_cast<uintptr_t>(corner) % 8 == 0 && g.ldd % 2 == 0) {
 #pragma unroll
                 for (int i = 0; i < kTile / 2; i += 2)
                     *reinterpret_cast<float2 *>(corner + 8 * ((i % 4) / 2) * g.ldd + 8 * (i / 4)) =
