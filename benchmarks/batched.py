@@ -61,6 +61,24 @@ def time_loop(call, calls):
     return start.elapsed_time(stop) / calls
 
 
+def time_methods(methods, warmup_seconds, rounds, calls, seed):
+    """{method: median milliseconds per call}: each method warmed up, then `rounds` rounds in which every method
+    times a loop of `calls` calls (time_loop)."""
+    for call in methods.values():
+        warm_up(call, warmup_seconds)
+    times = {method: [] for method in methods}
+    order, shuffler = list(methods), random.Random(seed)
+    for _ in range(rounds):
+        # The methods take turns, so that a drift in clocks or heat falls on all of them, in a new order each
+        # round, so that none always follows the same one: in a fixed order (or one merely rotated), auto, always
+        # next after torch.matmul, ran 6-9% faster at 8 x 1024^3 than tf32x3_inplace, the same kernel
+        # (benchmarks/NOTES.md, "Timing a stack").
+        shuffler.shuffle(order)
+        for method in order:
+            times[method].append(time_loop(methods[method], calls))
+    return {method: statistics.median(samples) for method, samples in times.items()}
+
+
 def relative_error(result, a, b):
     expected = np.matmul(a.double().cpu().numpy(), b.double().cpu().numpy())
     return float(np.linalg.norm(result.double().cpu().numpy() - expected) / np.linalg.norm(expected))
@@ -88,21 +106,10 @@ def main(argv=None):
         methods = {"torch.matmul": lambda: torch.matmul(a, b, out=out)}
         for kernel in ["auto", *args.kernels]:
             methods[f"fastsgemm {kernel}"] = lambda kernel=kernel: fastsgemm.matmul(a, b, out=out, kernel=kernel)
-        for call in methods.values():
-            warm_up(call, args.warmup_seconds)
-        times = {method: [] for method in methods}
-        order, shuffler = list(methods), random.Random(len(rows))
-        for _ in range(args.rounds):
-            # The methods take turns, so that a drift in clocks or heat falls on all of them, in a new order each
-            # round, so that none always follows the same one: in a fixed order (or one merely rotated), auto, always
-            # next after torch.matmul, ran 6-9% faster at 8 x 1024^3 than tf32x3_inplace, the same kernel
-            # (benchmarks/NOTES.md, "Timing a stack").
-            shuffler.shuffle(order)
-            for method in order:
-                times[method].append(time_loop(methods[method], args.calls))
-        torch_ms = statistics.median(times["torch.matmul"])
+        medians = time_methods(methods, args.warmup_seconds, args.rounds, args.calls, seed=len(rows))
+        torch_ms = medians["torch.matmul"]
         for method in methods:
-            ms = statistics.median(times[method])
+            ms = medians[method]
             kernel = method.removeprefix("fastsgemm ")
             result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=kernel)
             rows.append({"case": name, "method": method, "ms": ms, "tflops": flop / ms / 1e9,

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import statistics
 
 import torch
 
 import fastsgemm
-from batched import relative_error, time_loop, warm_up  # benchmarks/batched.py, beside this script
+from batched import relative_error, time_methods  # benchmarks/batched.py, beside this script
 from fastsgemm.bench import git_commit
 
 # (name, A shape, B's shape before the transpose, whether B is given as a transposed view)
@@ -46,17 +44,10 @@ def main(argv=None):
         methods = {"torch.matmul": lambda: torch.matmul(a, b, out=out)}
         for kernel in args.kernels:
             methods[f"fastsgemm {kernel}"] = lambda kernel=kernel: fastsgemm.matmul(a, b, out=out, kernel=kernel)
-        for call in methods.values():
-            warm_up(call, 0.5)
-        times = {method: [] for method in methods}
-        order, shuffler = list(methods), random.Random(len(rows))
-        for _ in range(15):
-            shuffler.shuffle(order)
-            for method in order:
-                times[method].append(time_loop(methods[method], 200))
-        torch_us = statistics.median(times["torch.matmul"]) * 1e3
+        medians = time_methods(methods, warmup_seconds=0.5, rounds=15, calls=200, seed=len(rows))
+        torch_us = medians["torch.matmul"] * 1e3
         for method in methods:
-            us = statistics.median(times[method]) * 1e3
+            us = medians[method] * 1e3
             kernel = method.removeprefix("fastsgemm ")
             result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=kernel)
             error = relative_error(result, a, b)
