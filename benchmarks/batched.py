@@ -14,6 +14,10 @@ Why a loop and not a pair of events around each call: recording an event from Py
 two of them between consecutive calls make a 25 us product wait on the host (64 x 256^3 on the H100: 28 us a
 call in a loop, 52 us with events around each; torch.matmul's 50 us kernel hid them:
 benchmarks/NOTES.md, "Timing a stack").
+
+Where A, B and the result have the same shape (after broadcasting), the run also times torch.add(a, b, out=out):
+no products, but the same bytes read and written as the product's, once each. It is the streaming floor a
+product of these stacks cannot beat on this GPU, timed the same way and in the same rounds.
 """
 import argparse
 import json
@@ -36,6 +40,7 @@ CASES = [  # (name, A shape, B shape)
     ("8 x 1024^3", (8, 1024, 1024), (8, 1024, 1024)),
     ("32 x 1024^3, B broadcast", (32, 1024, 1024), (1024, 1024)),
 ]
+STREAMING_FLOOR = "torch.add (the same bytes)"
 
 
 def warm_up(call, seconds):
@@ -104,12 +109,19 @@ def main(argv=None):
         batch = max(shape_a[0], shape_b[0] if len(shape_b) == 3 else 1)
         flop = 2.0 * batch * shape_a[-2] * shape_a[-1] * shape_b[-1]
         methods = {"torch.matmul": lambda: torch.matmul(a, b, out=out)}
+        if torch.broadcast_shapes(a.shape, b.shape) == out.shape:
+            methods[STREAMING_FLOOR] = lambda: torch.add(a, b, out=out)
         for kernel in ["auto", *args.kernels]:
             methods[f"fastsgemm {kernel}"] = lambda kernel=kernel: fastsgemm.matmul(a, b, out=out, kernel=kernel)
         medians = time_methods(methods, args.warmup_seconds, args.rounds, args.calls, seed=len(rows))
         torch_ms = medians["torch.matmul"]
         for method in methods:
             ms = medians[method]
+            if method == STREAMING_FLOOR:  # no product, so no FLOP/s and no error
+                rows.append({"case": name, "method": method, "ms": ms, "tflops": None,
+                             "ratio_to_torch": torch_ms / ms, "error": None})
+                print(f"{name:28s} {method:30s} {ms:9.4f} ms {torch_ms / ms:23.2f}x", flush=True)
+                continue
             kernel = method.removeprefix("fastsgemm ")
             result = torch.matmul(a, b) if method == "torch.matmul" else fastsgemm.matmul(a, b, kernel=kernel)
             rows.append({"case": name, "method": method, "ms": ms, "tflops": flop / ms / 1e9,
