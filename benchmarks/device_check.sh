@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# One device call: build, time stacks for auto's table on GPU 0, the batched benchmark on GPU 0, and
-# the whole suite.
-#   OUT=dir FASTSGEMM_GIT_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched suite"] \
+# One device call: build, time stacks for auto's table on GPU 0, the benchmarks on GPU 0, and the whole suite.
+#   OUT=dir FASTSGEMM_GIT_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched overhead layouts suite"] \
 #       bash benchmarks/device_check.sh 2>&1 | tee $OUT/run.log
 # FULL_TUNE=1 times every default shape as well as the stacks (a GPU whose entry is stale): minutes more, so
 # on one GPU split the work over two calls of the same warm machine, STEPS="tune batched" and then, with the
 # returned tuning.json copied into python/fastsgemm/ here, STEPS=suite (the build is kept between calls).
-# Everything it measures or logs lands in $OUT, seven files with run.log (the device tool returns eight):
-#   build.log, tune.log, tuning.json (this GPU's entry with what was timed merged in), batched.json,
-#   suite-1.log, suite-2.log
+# Steps (the default is "tune batched suite"): tune (stacks timed for auto's table), batched
+# (benchmarks/batched.py), overhead (python -m fastsgemm.bench --overhead: the per-call table), layouts
+# (benchmarks/stack_layouts.py), suite. Everything it measures or logs lands in $OUT: build.log, tune.log,
+# tuning.json (this GPU's entry with what was timed merged in), batched.json, overhead.json, stack-layouts.json,
+# suite-1.log, suite-2.log; the benchmarks' own output goes to the standard output (run.log). With run.log that
+# is nine files where every step runs, and the device tool returns eight: leave a step to a second call.
 # With two GPUs (nvidia-h100-x2, nvidia-h200-x2) the suite runs in two processes at once: process 2 sees
 # GPU 1 alone and runs the single-GPU files; process 1 sees both GPUs and runs the files that use two GPUs
 # or fill a GPU's memory, after the timing on GPU 0, so that no memory-filling test and no timed run shares
@@ -27,7 +29,7 @@ if ls wheels/*.whl >/dev/null 2>&1; then  # Dask, which the device image lacks
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheels/*.whl || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit --format=csv
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 
 start=$(date +%s)
@@ -65,8 +67,28 @@ batched() {
     CUDA_VISIBLE_DEVICES=0 python3 benchmarks/batched.py --out "$OUT/batched.json" 2>&1
 }
 
+overhead() {
+    CUDA_VISIBLE_DEVICES=0 python3 -m fastsgemm.bench --overhead --out "$OUT/overhead" 2>&1
+}
+
+layouts() {
+    CUDA_VISIBLE_DEVICES=0 python3 benchmarks/stack_layouts.py --out "$OUT/stack-layouts.json" 2>&1
+}
+
+# The benchmarks STEPS names, in turn on GPU 0, each timed.
+measure() {
+    local step start status=0
+    for step in batched overhead layouts; do
+        wants "$step" || continue
+        start=$(date +%s)
+        "$step" || status=1
+        echo "$step: $(( $(date +%s) - start )) s"
+    done
+    return "$status"
+}
+
 # The whole suite but the compiler checks (CI runs those). With two GPUs, the single-GPU files start at once on
-# GPU 1 and the rest wait for the batched benchmark on GPU 0.
+# GPU 1 and the rest wait for the benchmarks on GPU 0.
 suite() {
     local run=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
     local two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py
@@ -77,7 +99,7 @@ suite() {
         CUDA_VISIBLE_DEVICES=1 "${run[@]}" "${ignores[@]}" tests >"$OUT/suite-2.log" 2>&1 &
         second=$!
     fi
-    if wants batched; then batched || status=1; fi
+    measure || status=1
     "${run[@]}" "${two_gpu_files[@]}" >"$OUT/suite-1.log" 2>&1 || status=1
     echo "suite, process 1 (two-GPU and memory-filling files): $(tail -1 "$OUT/suite-1.log")"
     if [ "$gpus" -ge 2 ]; then
@@ -93,6 +115,6 @@ suite() {
 if wants tune; then tune || exit 1; fi
 if wants suite; then
     suite
-elif wants batched; then
-    batched
+else
+    measure
 fi
