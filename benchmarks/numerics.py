@@ -1,10 +1,17 @@
-"""Relative error against float64 as K grows, for every rung and cuBLAS.
+"""Relative error against float64 as K grows, for every rung and cuBLAS; then the FP32-accurate paths on inputs
+that test how they round.
 
     python benchmarks/numerics.py [--out benchmarks/results/numerics-h100.json] [--plot error-vs-k.png]
 
-M = N = 256, K from 256 to 65536, standard-normal inputs (seed 0), error = Frobenius norm of
+As K grows: M = N = 256, K from 256 to 65536, standard-normal inputs (seed 0), error = Frobenius norm of
 (C - C64) / norm of C64. GPU rungs need a GPU. Past K = 4096 the ladder rungs run split-K (csrc/operands.c).
 The plot (log-log, error against K) shows cpu, cuBLAS FP32 and TF32, the top SIMT rung and the tensor-core rungs.
+
+By input class (INPUT_CLASSES, seed 1): cuBLAS FP32, tf32x3 and ozaki's configurations, each error twice: the
+Frobenius one above, and the largest |C - C64| / (|A| |B|), what FP32 GEMM's error bound is stated against (the
+measure that stays meaningful where the result cancels). The Inf and NaN class records instead whether the
+result's Inf and NaN are numpy.matmul's (float64), element for element, and its finite elements' largest error
+against |A| |B|.
 """
 import argparse
 import json
@@ -17,6 +24,82 @@ import fastsgemm
 
 KS = [256, 1024, 4096, 16384, 65536]
 NUMERIC_CONFIGS = {"ozaki"}  # rungs whose configurations change the arithmetic, not only the tiles
+CLASS_KERNELS = ["cublas", "tf32x3", "ozaki", "ozaki:7"]
+
+
+def normal(rng, rows, cols):
+    return rng.standard_normal((rows, cols), dtype=np.float32)
+
+
+def spread_exponents(rng, rows, cols, span=40):
+    """Random signs and mantissas, each element's exponent uniform over 2^-span .. 2^span."""
+    mantissa = rng.uniform(1.0, 2.0, (rows, cols)) * rng.choice([-1.0, 1.0], (rows, cols))
+    return (mantissa * 2.0 ** rng.integers(-span, span + 1, (rows, cols))).astype(np.float32)
+
+
+def outlier_column(rng):
+    A = rng.uniform(-1, 1, (256, 4096)).astype(np.float32)
+    A[:, 7] *= 1024  # one column of A 2^10 times the rest: every row's scale set by one element
+    return A, normal(rng, 4096, 256)
+
+
+def softmax_rows(rng):
+    logits = 3 * rng.standard_normal((256, 4096))
+    A = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (A / A.sum(axis=1, keepdims=True)).astype(np.float32), normal(rng, 4096, 256)
+
+
+def cancelling(rng):
+    """A1 B1 - A1 B1 + 2^-20 A2 B2: what is left after the large terms cancel is 2^-20 of their size."""
+    A1, B1, A2, B2 = normal(rng, 256, 1536), normal(rng, 1536, 256), normal(rng, 256, 1024), normal(rng, 1024, 256)
+    return np.hstack([A1, A1, A2 * np.float32(2.0**-20)]), np.vstack([B1, -B1, B2])
+
+
+def with_inf_and_nan(rng):
+    A, B = normal(rng, 256, 4096), normal(rng, 4096, 256)
+    A[3, 10], A[40, 11], A[41, 12] = np.inf, -np.inf, np.nan
+    B[10, 5] = 0.0  # Inf * 0: NaN at (3, 5)
+    B[100, 9], B[200, 30] = -np.inf, np.nan  # a column of -Inf (NaN in rows 3 and 40: Inf - Inf), one of NaN
+    return A, B
+
+
+INPUT_CLASSES = {  # name: (A, B) from a generator
+    "normal, K = 4096": lambda rng: (normal(rng, 256, 4096), normal(rng, 4096, 256)),
+    "uniform [0, 1), K = 4096": lambda rng: (rng.random((256, 4096), dtype=np.float32),
+                                              rng.random((4096, 256), dtype=np.float32)),
+    "exponents over 2^-40 .. 2^40": lambda rng: (spread_exponents(rng, 256, 1024), spread_exponents(rng, 1024, 256)),
+    "one column of A 1024x the rest": outlier_column,
+    "softmax rows of A": softmax_rows,
+    "cancellation to 2^-20": cancelling,
+    "long K (128 x 128 x 262144)": lambda rng: (normal(rng, 128, 262144), normal(rng, 262144, 128)),
+    "Inf and NaN": with_inf_and_nan,
+}
+
+
+def class_errors(kernels):
+    """Each input class's errors for each kernel (the module docstring says which)."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for name, make in INPUT_CLASSES.items():
+        A, B = make(rng)
+        with np.errstate(invalid="ignore"):  # Inf - Inf and Inf * 0 in the Inf and NaN class, as numpy gives them
+            exact = A.astype(np.float64) @ B.astype(np.float64)
+            scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
+        finite = np.isfinite(exact)
+        for kernel in kernels:
+            got = fastsgemm.sgemm(A, B, kernel=kernel).astype(np.float64)
+            row = {"class": name, "kernel": kernel}
+            if finite.all():
+                row["rel_error"] = float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
+                row["vs_abs_product"] = float(np.max(np.abs(got - exact) / np.where(scale > 0, scale, 1.0)))
+            else:
+                row["nonfinite_as_numpy"] = bool(np.array_equal(np.isnan(got), np.isnan(exact))
+                                                 and np.array_equal(np.isposinf(got), np.isposinf(exact))
+                                                 and np.array_equal(np.isneginf(got), np.isneginf(exact)))
+                error = np.abs(got - exact) / np.where(scale > 0, scale, 1.0)
+                row["finite_vs_abs_product"] = float(np.max(error[finite]))
+            rows.append(row)
+    return rows
 
 
 def main(argv=None):
@@ -41,8 +124,14 @@ def main(argv=None):
     for k in KS:
         cells = {r["kernel"]: r["rel_error"] for r in rows if r["K"] == k}
         print(f"{k:>7} " + " ".join(f"{cells[n]:12.2e}" if n in cells else f"{'-':>12}" for n in names))
+    classes = class_errors([n for n in CLASS_KERNELS if n in names]) if fastsgemm.cuda_available() else []
+    for row in classes:
+        figures = (f"Inf/NaN as numpy: {row['nonfinite_as_numpy']}, the finite against |A| |B|: {row['finite_vs_abs_product']:.2e}"
+                   if "nonfinite_as_numpy" in row else
+                   f"{row['rel_error']:.2e}  against |A| |B|: {row['vs_abs_product']:.2e}")
+        print(f"{row['class']:34s} {row['kernel']:8s} {figures}")
     if args.out:
-        args.out.write_text(json.dumps({"M": 256, "N": 256, "rows": rows}, indent=1))
+        args.out.write_text(json.dumps({"M": 256, "N": 256, "rows": rows, "classes": classes}, indent=1))
     if args.plot:
         plot(rows, args.plot)
     return 0

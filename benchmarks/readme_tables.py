@@ -4,7 +4,8 @@
 - the ladder results, from committed benchmark data (benchmarks/results/ladder-h200.json; the counters beside
   them from benchmarks/results/evidence-h100.json);
 - what kernel="auto" ran at each shape of that sweep, against the fastest FP32-accurate rung there;
-- the error against float64 as K grows, from benchmarks/results/numerics-h200.json;
+- the error against float64 as K grows, from benchmarks/results/numerics-h200.json, and the FP32-accurate paths'
+  errors by input class, from benchmarks/results/numerics-h100.json;
 - the batched products against torch.matmul, from benchmarks/results/batched-h100.json (benchmarks/batched.py).
 
     python benchmarks/readme_tables.py          # rewrite README.md in place
@@ -159,6 +160,30 @@ def numerics_table(path=RESULTS.parent / "numerics-h200.json"):
     return "\n".join(lines)
 
 
+def numerics_classes_table(path=RESULTS.parent / "numerics-h100.json"):
+    """The FP32-accurate paths by input class (benchmarks/numerics.py's INPUT_CLASSES): each error against float64
+    as a Frobenius ratio and against |A| |B|; for the Inf and NaN class, whether they fall where numpy.matmul's do."""
+    rows = json.loads(path.read_text()).get("classes") if path.exists() else None
+    if not rows:
+        return "(no committed data by input class yet)"
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
+    cells = {(r["class"], r["kernel"]): r for r in rows}
+    lines = ["| input | " + " | ".join("cuBLAS FP32" if k == "cublas" else f"`{k}`" for k in kernels) + " |",
+             "|---|" + "---:|" * len(kernels)]
+    for name in dict.fromkeys(r["class"] for r in rows):
+        row = []
+        for kernel in kernels:
+            r = cells.get((name, kernel))
+            if r is None:
+                row.append("-")
+            elif "nonfinite_as_numpy" in r:
+                row.append(f"{'as numpy' if r['nonfinite_as_numpy'] else 'NOT as numpy'}; {r['finite_vs_abs_product']:.1e}")
+            else:
+                row.append(f"{r['rel_error']:.1e} / {r['vs_abs_product']:.1e}")
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 # Kernels renamed when the ladder was restructured (f5aa000): data measured before it names them the old way.
 RENAMED = {"tf32x3:mma.sync": "tf32x3_mma", "tf32:mma.sync": "tf32_mma", "warptile": "warptile:waves",
            "warptile:128x256x16": "warptile", "doublebuffer": "regbuffer", "tile2d": "tile2d:walked"}
@@ -244,6 +269,7 @@ def render(text):
     text = replace_block(text, "auto", auto_table())
     text = replace_block(text, "per-call", per_call_table())
     text = replace_block(text, "batched", batched_table())
+    text = replace_block(text, "numerics-classes", numerics_classes_table())
     return replace_block(text, "numerics", numerics_table())
 
 
