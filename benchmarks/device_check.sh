@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: build, time stacks for auto's table on GPU 0, the benchmarks on GPU 0, and the whole suite.
-#   OUT=dir FASTSGEMM_GIT_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched overhead layouts suite"] \
+#   OUT=dir FASTSGEMM_GIT_COMMIT=abc1234 [FULL_TUNE=1] [STEPS="tune batched suite"] \
 #       bash benchmarks/device_check.sh 2>&1 | tee $OUT/run.log
 # FULL_TUNE=1 times every default shape as well as the stacks (a GPU whose entry is stale): minutes more, so
 # on one GPU split the work over two calls of the same warm machine, STEPS="tune batched" and then, with the
@@ -15,7 +15,8 @@
 # GPU 1 alone and runs the single-GPU files; process 1 sees both GPUs and runs the files that use two GPUs
 # or fill a GPU's memory, after the timing on GPU 0, so that no memory-filling test and no timed run shares
 # a GPU with other work. The host is shared, though: the batched benchmark's small stacks are host-bound and
-# ran 40-50% slower beside process 2 (benchmarks/NOTES.md), so quote batched figures from a one-GPU run.
+# ran 40-50% slower beside process 2 (benchmarks/NOTES.md), so quote batched figures from a one-GPU run, and
+# the per-call and layout figures too (the per-call mode is host time itself).
 # With one GPU everything runs in turn. FASTSGEMM_GIT_COMMIT names the commit in what tune and the benchmark
 # write, where the device's copy of .git is older than its tree. The exit status is 0 only when every step ran
 # and every test passed.
@@ -24,6 +25,15 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here" || exit 1
+
+steps=" ${STEPS:-tune batched suite} "
+wants() { [[ $steps == *" $1 "* ]]; }
+for step in $steps; do
+    case "$step" in
+        tune|batched|overhead|layouts|suite) ;;
+        *) echo "STEPS: no step named '$step' (tune, batched, overhead, layouts, suite)" >&2; exit 1 ;;
+    esac
+done
 
 if ls wheels/*.whl >/dev/null 2>&1; then  # Dask, which the device image lacks
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheels/*.whl || exit 1
@@ -36,9 +46,6 @@ start=$(date +%s)
 FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} python3 -m pip install --no-build-isolation --no-deps -e . \
     >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
-
-steps=" ${STEPS:-tune batched suite} "
-wants() { [[ $steps == *" $1 "* ]]; }
 
 # fastsgemm.tune's default shapes or stacks (NAME: DEFAULT_SHAPES or DEFAULT_STACKS) as its command line writes them.
 tune_defaults() {

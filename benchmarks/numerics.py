@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import fastsgemm
+from fastsgemm.bench import git_commit
 
 KS = [256, 1024, 4096, 16384, 65536]
 NUMERIC_CONFIGS = {"ozaki"}  # rungs whose configurations change the arithmetic, not only the tiles
@@ -59,7 +60,7 @@ def with_inf_and_nan(rng):
     A, B = normal(rng, 256, 4096), normal(rng, 4096, 256)
     A[3, 10], A[40, 11], A[41, 12] = np.inf, -np.inf, np.nan
     B[10, 5] = 0.0  # Inf * 0: NaN at (3, 5)
-    B[100, 9], B[200, 30] = -np.inf, np.nan  # a column of -Inf (NaN in rows 3 and 40: Inf - Inf), one of NaN
+    B[100, 9], B[200, 30] = -np.inf, np.nan  # column 9 of the result infinite (NaN where it meets A's Inf), 30 NaN
     return A, B
 
 
@@ -82,22 +83,26 @@ def class_errors(kernels):
     rows = []
     for name, make in INPUT_CLASSES.items():
         A, B = make(rng)
+        A64, B64 = A.astype(np.float64), B.astype(np.float64)
         with np.errstate(invalid="ignore"):  # Inf - Inf and Inf * 0 in the Inf and NaN class, as numpy gives them
-            exact = A.astype(np.float64) @ B.astype(np.float64)
-            scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
+            exact = A64 @ B64
+            scale = np.abs(A64) @ np.abs(B64)
+        del A64, B64  # the long-K class's float64 copies are half a gigabyte
         finite = np.isfinite(exact)
+        scale = np.where(scale > 0, scale, 1.0)
         for kernel in kernels:
             got = fastsgemm.sgemm(A, B, kernel=kernel).astype(np.float64)
             row = {"class": name, "kernel": kernel}
+            with np.errstate(invalid="ignore"):  # Inf - Inf where the result is infinite, as numpy's is
+                error = np.abs(got - exact)
             if finite.all():
-                row["rel_error"] = float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
-                row["vs_abs_product"] = float(np.max(np.abs(got - exact) / np.where(scale > 0, scale, 1.0)))
+                row["rel_error"] = float(np.linalg.norm(error) / np.linalg.norm(exact))
+                row["vs_abs_product"] = float(np.max(error / scale))
             else:
                 row["nonfinite_as_numpy"] = bool(np.array_equal(np.isnan(got), np.isnan(exact))
                                                  and np.array_equal(np.isposinf(got), np.isposinf(exact))
                                                  and np.array_equal(np.isneginf(got), np.isneginf(exact)))
-                error = np.abs(got - exact) / np.where(scale > 0, scale, 1.0)
-                row["finite_vs_abs_product"] = float(np.max(error[finite]))
+                row["finite_vs_abs_product"] = float(np.max(error[finite] / scale[finite]))
             rows.append(row)
     return rows
 
@@ -131,7 +136,9 @@ def main(argv=None):
                    f"{row['rel_error']:.2e}  against |A| |B|: {row['vs_abs_product']:.2e}")
         print(f"{row['class']:34s} {row['kernel']:8s} {figures}")
     if args.out:
-        args.out.write_text(json.dumps({"M": 256, "N": 256, "rows": rows, "classes": classes}, indent=1))
+        meta = {"device": fastsgemm.device_info()["name"] if fastsgemm.cuda_available() else "cpu only",
+                "git_commit": git_commit()}  # $FASTSGEMM_GIT_COMMIT where the copy's .git is older than its tree
+        args.out.write_text(json.dumps({"meta": meta, "M": 256, "N": 256, "rows": rows, "classes": classes}, indent=1))
     if args.plot:
         plot(rows, args.plot)
     return 0
