@@ -13,6 +13,19 @@ import fastsgemm  # noqa: E402
 import fastsgemm.torch as fst  # noqa: E402
 
 from conftest import FP32_TOLERANCE, tolerance  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+
+class OperatorRecorder(TorchDispatchMode):
+    """Records the name of every operator dispatched while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
 
 
 def devices():
@@ -101,6 +114,51 @@ def test_gradcheck_in_float32(device, kernel):
 
 
 @pytest.mark.parametrize("device, kernel", devices())
+def test_gradgradcheck_in_float32(device, kernel):
+    """Double backward: the backward's products are themselves differentiable (create_graph=True records them)."""
+    generator = torch.Generator().manual_seed(13)
+    inputs = [torch.randn(shape, generator=generator).to(device).requires_grad_() for shape in ((2, 6, 5), (5, 4))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert torch.autograd.gradgradcheck(lambda x, y: fst.matmul(x, y, kernel=kernel), inputs,
+                                            eps=1e-2, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("shapes", [((33, 17), (17, 9)), ((2, 3, 33, 17), (17, 9)), ((17,), (2, 17, 9))],
+                         ids=["matrices", "stack-by-matrix", "vector-by-stack"])
+def test_plain_eager_calls_give_the_operators_bits(device, kernel, shapes):
+    """A plain eager call skips torch.library's dispatch (fastsgemm.torch's _EagerProduct), a traced or
+    intercepted one takes the registered operator: the same result and gradients, bit for bit, either way."""
+    generator = torch.Generator().manual_seed(21)
+    a = torch.randn(shapes[0], generator=generator).to(device).requires_grad_()
+    b = torch.randn(shapes[1], generator=generator).to(device).requires_grad_()
+    a_op, b_op = (t.detach().clone().requires_grad_() for t in (a, b))
+
+    eager = fst.matmul(a, b, kernel=kernel)
+    through_operator = torch.ops.fastsgemm.matmul(a_op, b_op, kernel)
+    assert type(eager.grad_fn).__name__ == "_EagerProductBackward"
+    assert type(through_operator.grad_fn).__name__ != "_EagerProductBackward"
+    weighted_loss(eager).backward()
+    weighted_loss(through_operator).backward()
+    assert torch.equal(eager, through_operator)
+    assert torch.equal(a.grad, a_op.grad) and torch.equal(b.grad, b_op.grad)
+    with torch.no_grad():  # autograd records nothing: the product alone, the same bits
+        untracked = fst.matmul(a, b, kernel=kernel)
+    assert untracked.grad_fn is None and not untracked.requires_grad and torch.equal(untracked, eager)
+
+
+def test_meta_tensors_and_dispatch_modes_take_the_operator():
+    """What eager calls must not skip: meta tensors (only the operator's fake implementation knows their shape) and
+    an active dispatch mode (it must see the operator, as a recorder or FakeTensorMode expects)."""
+    assert fst.matmul(torch.empty(3, 4, 5, device="meta"), torch.empty(5, 2, device="meta")).shape == (3, 4, 2)
+    a, b = torch.randn(4, 5, requires_grad=True), torch.randn(5, 3)
+    with OperatorRecorder() as recorder:
+        fst.matmul(a, b, kernel="cpu")
+    assert "fastsgemm.matmul.default" in recorder.ops, recorder.ops
+
+
+@pytest.mark.parametrize("device, kernel", devices())
 def test_the_operator_passes_torch_library_checks(device, kernel):
     """Schema, autograd registration, fake implementation and dynamic shapes, as torch.library checks them."""
     a = torch.randn(3, 4, 5, device=device, requires_grad=True)
@@ -112,21 +170,10 @@ def test_the_operator_passes_torch_library_checks(device, kernel):
 @pytest.mark.parametrize("device, kernel", devices())
 def test_backward_copies_nothing(device, kernel):
     """The backward of a Linear layer on a batch runs products on views: no clone, copy or contiguous."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Recorder(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     layer = fst.Linear(24, 16, device=device, kernel=kernel)
     x = torch.randn(4, 8, 24, device=device, requires_grad=True)
     loss = weighted_loss(layer(x))
-    with Recorder() as recorder:
+    with OperatorRecorder() as recorder:
         loss.backward()
     assert recorder.ops.count("fastsgemm.matmul.default") == 2, recorder.ops
     copies = [op for op in recorder.ops if any(word in op for word in ("clone", "copy", "contiguous", "_to_copy"))]

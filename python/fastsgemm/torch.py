@@ -19,6 +19,9 @@ The product is the operator `torch.ops.fastsgemm.matmul(a, b, kernel)`, register
   a single product over the whole stack, A and dC seen as tall matrices.
 - Its fake implementation gives the result's shape, dtype and device without computing anything, which is
   what torch.compile needs to trace a model that calls it.
+- A plain eager call (nothing tracing, transforming or intercepting it) runs the same forward and backward
+  without torch.library's dispatch, whose Python layers cost more than a small product (_EagerProduct): the
+  same numbers, bit for bit. Everything else gets the operator.
 
 Tensors must be float32 (TypeError otherwise: fastsgemm never casts). `kernel` is any name fastsgemm.sgemm
 takes; "auto" (the default) runs the FP32-accurate kernel measured fastest for each product's shape, so a
@@ -43,9 +46,9 @@ def _compute(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
     return _matmul.matmul(a, b, kernel=kernel)
 
 
-@torch.library.custom_op("fastsgemm::matmul", mutates_args=())
-def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
-    # The operator's inputs may require grad; fastsgemm reads their memory only, so detach (no copy).
+def _product(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    """a @ b by fastsgemm: the operator's forward, and _EagerProduct's."""
+    # The inputs may require grad; fastsgemm reads their memory only, so detach (no copy).
     a, b = a.detach(), b.detach()
     if a.dim() > 2 and b.dim() == 2:
         # A stack times one matrix (a layer on a batch) is one tall product: as two matrices it takes fastsgemm's
@@ -59,6 +62,11 @@ def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Ten
         if rows is not None:
             return _compute(rows, b, kernel).reshape(*a.shape[:-1], b.shape[-1])
     return _compute(a, b, kernel)
+
+
+@torch.library.custom_op("fastsgemm::matmul", mutates_args=())
+def _matmul_operator(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    return _product(a, b, kernel)
 
 
 @_matmul_operator.register_fake
@@ -85,12 +93,23 @@ def _matmul_shape(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor
     return a.new_empty(shape)
 
 
+def _broadcast(x, y):
+    """torch.broadcast_shapes(x, y) for shapes that already broadcast (the forward checked them). Plain integer
+    sizes take this loop, a tenth of torch.broadcast_shapes's Python time; symbolic ones (tracing) take torch's."""
+    if not all(type(size) is int for size in (*x, *y)):
+        return torch.broadcast_shapes(x, y)
+    x, y = (1,) * (len(y) - len(x)) + tuple(x), (1,) * (len(x) - len(y)) + tuple(y)
+    return tuple(q if p == 1 else p for p, q in zip(x, y))
+
+
 def _as_stacks(a, b, grad):
     """a, b and the gradient of a @ b as stacks of matrices: a 1-D a as a row, a 1-D b as a column, and grad with
     the dimensions matmul dropped put back (size-1 dimensions: views, never copies)."""
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-    batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    if a2.dim() == 2 and b2.dim() == 2 and grad.dim() == 2:  # two matrices: nothing to broadcast or put back
+        return a2, b2, grad
+    batch = _broadcast(a2.shape[:-2], b2.shape[:-2])
     return a2, b2, grad.reshape(tuple(batch) + (a2.shape[-2], b2.shape[-1]))
 
 
@@ -99,8 +118,8 @@ def _product_like(x, y, like, kernel):
     computed then as (y^T @ x^T)^T, so that the gradient reaches the parameter in the parameter's own layout and
     autograd does not copy it over."""
     if x.dim() == 2 and y.dim() == 2 and like.dim() == 2 and like.stride(-2) == 1 and like.stride(-1) != 1:
-        return torch.ops.fastsgemm.matmul(y.mT, x.mT, kernel).mT
-    return torch.ops.fastsgemm.matmul(x, y, kernel)
+        return _apply(y.mT, x.mT, kernel).mT
+    return _apply(x, y, kernel)
 
 
 def _setup_context(ctx, inputs, output):
@@ -133,12 +152,61 @@ def _backward(ctx, grad):
 _matmul_operator.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _EagerProduct(torch.autograd.Function):
+    """The operator's forward and backward, without torch.library's dispatch around them.
+
+    A call of a custom operator passes through Python layers that check and route it (the dispatcher's autograd
+    kernel, the operator's own wrappers); on a small product they cost more than the product itself. A plain eager
+    call has nothing for them to do, so it runs this: the same forward, the same backward (whose products come back
+    here, or to the operator where something is watching), the same numbers. Anything that traces, transforms or
+    intercepts operators (torch.compile, torch.func, dispatch modes, tensor subclasses, meta tensors) gets the
+    operator, which it knows how to handle (_plain_eager)."""
+
+    @staticmethod
+    def forward(ctx, a, b, kernel):
+        # The forward takes ctx itself: with a separate setup_context, torch binds the arguments through
+        # inspect.signature on every call, which costs more than the operator's dispatch saved.
+        _setup_context(ctx, (a, b, kernel), None)
+        return _product(a, b, kernel)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _backward(ctx, grad)
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plain_eager(a, b) -> bool:
+    """Whether a call on a and b is plain eager PyTorch: nothing traces, transforms or intercepts it, and both are
+    ordinary tensors in memory fastsgemm reads. Anything else takes the operator."""
+    return (type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS
+            and a.device.type in ("cpu", "cuda") and b.device.type in ("cpu", "cuda")
+            and not torch.compiler.is_compiling()
+            and torch._C._len_torch_dispatch_stack() == 0  # no TorchDispatchMode (FakeTensorMode, recorders, ...)
+            and torch._C._len_torch_function_stack() == 0  # no TorchFunctionMode
+            and torch._C._functorch.peek_interpreter_stack() is None  # no torch.func transform (vmap, grad, ...)
+            and not torch._C._functorch.is_functorch_wrapped_tensor(a)
+            and not torch._C._functorch.is_functorch_wrapped_tensor(b))
+
+
+def _apply(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    """The differentiable product: the registered operator, or in plain eager calls _EagerProduct, or, where
+    autograd records nothing (no input requires grad, or grad mode is off, as in a backward that builds no graph),
+    the product alone."""
+    if not _plain_eager(a, b):
+        return _matmul_operator(a, b, kernel)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _EagerProduct.apply(a, b, kernel)
+    return _product(a, b, kernel)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.Tensor:
     """a @ b with numpy.matmul's (and torch.matmul's) semantics, computed by fastsgemm, differentiable.
 
     a and b are float32 tensors on one device (CPU or CUDA); the result is a new tensor there. See the module's
     docstring for how the gradient is computed."""
-    return _matmul_operator(a, b, kernel)
+    return _apply(a, b, kernel)
 
 
 class Linear(torch.nn.Linear):
@@ -164,7 +232,7 @@ class Linear(torch.nn.Linear):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         # weight.mT is a transposed view: fastsgemm reads it column-major, in place.
-        output = _matmul_operator(input, self.weight.mT, self.kernel)
+        output = _apply(input, self.weight.mT, self.kernel)
         return output + self.bias if self.bias is not None else output
 
     def extra_repr(self) -> str:
