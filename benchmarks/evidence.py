@@ -65,14 +65,24 @@ EVIDENCE = {
                "triples against tf32: three products per k-step"),
     "tf32x3_regs": ("dram__bytes_read.sum", "bytes the GEMM kernel reads from DRAM",
                     "falls against tf32x3: A arrives raw (4 bytes an element), not packed as hi and lo (8)"),
+    "ozaki": ("smsp__inst_executed_pipe_tensor_op_gmma.sum|sm__inst_executed_pipe_tensor_op_gmma.sum|"
+              "smsp__inst_executed_pipe_tensor.sum", "wgmma instructions",
+              "falls against tf32x3_regs: an INT8 wgmma takes 32 of k where a TF32 one takes 8, so eight moduli "
+              "need fewer instructions than three TF32 products"),
+    "tf32x3_inplace": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", "shared-memory store wavefronts",
+                       "rises against tf32x3_regs: producer warps write each landed tile's hi and lo back into "
+                       "shared memory, the split a pack pass did before the GEMM"),
     "reuse": ("smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio",
               "warps stalled on dispatch, per issue",
               "falls against regbuffer: more FFMA operands come from the reuse cache, fewer register-bank reads"),
 }
 # The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
 # which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma), and
-# reuse, rung 10's kernel with its FFMAs reordered, which is read against rung 10.
-AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer"}
+# reuse, rung 10's kernel with its FFMAs reordered, which is read against rung 10, and tf32x3_inplace, read against
+# tf32x3_regs, whose split in registers it keeps for one operand (the rung before it is ozaki, other math).
+# tf32_tma has no counter: its idea (the copy engine rounds, so no pack pass) removes a kernel from the call and
+# leaves the GEMM kernel's counters as tf32's.
+AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer", "tf32x3_inplace": "tf32x3_regs"}
 
 
 def against(name):
@@ -88,8 +98,9 @@ def against(name):
 ALSO = ["gpu__time_duration.sum", "smsp__inst_executed.sum", "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"]
 
 
-# The ladder's GEMM kernels, by name: every rung's is <rung>_sgemm_kernel, mma_sgemm_kernel or wgmma_*.
-GEMM_KERNELS = "regex:sgemm_kernel|wgmma_"
+# The ladder's GEMM kernels, by name: every rung's is <rung>_sgemm_kernel, mma_sgemm_kernel, wgmma_* or, for ozaki,
+# gemm_kernel (its other passes are scale_, slice_, reconstruct_ and fix_columns_kernel).
+GEMM_KERNELS = "regex:gemm_kernel|wgmma_"
 
 
 def metrics_of(counter):

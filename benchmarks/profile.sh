@@ -46,6 +46,7 @@ report=()
 [ -n "${NCU_OUT:-}" ] && report=(--export "$NCU_OUT" --force-overwrite)
 # The GEMM kernel of the rung's second call (profile_one.py runs it twice; a call may also launch a pack
 # pass or a split-K sum, which the name filter leaves out); clocks as the card runs them, not locked.
-ncu --kernel-name "regex:sgemm_kernel|wgmma_" --launch-skip 1 --launch-count 1 --clock-control none "${report[@]}" \
+gemm_kernels=$(cd "$here" && python3 -c "import evidence; print(evidence.GEMM_KERNELS)")  # one filter for both
+ncu --kernel-name "$gemm_kernels" --launch-skip 1 --launch-count 1 --clock-control none "${report[@]}" \
     --metrics "$(IFS=,; echo "${metrics[*]}")" --section WarpStateStats \
     python3 "$here/profile_one.py" "$rung" "$m" "$n" "$k"
