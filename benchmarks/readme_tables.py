@@ -1,7 +1,7 @@
 """Regenerates the tables in README.md from their sources, never by hand:
 
 - the kernel list, from the registry (fastsgemm.kernels());
-- the ladder results, from committed benchmark data (benchmarks/results/ladder-h200.json; the counters beside
+- the ladder results, from committed benchmark data (benchmarks/results/ladder-h100.json; the counters beside
   them from benchmarks/results/evidence-h100.json);
 - what kernel="auto" ran at each shape of that sweep, against the fastest FP32-accurate rung there;
 - the error against float64 as K grows, from benchmarks/results/numerics-h200.json, and the FP32-accurate paths'
@@ -22,7 +22,7 @@ from fastsgemm.bench import auto_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-RESULTS = ROOT / "benchmarks" / "results" / "ladder-h200.json"
+RESULTS = ROOT / "benchmarks" / "results" / "ladder-h100.json"
 
 
 def kernel_table():
@@ -116,6 +116,11 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         lines += ["", f"The counters: Nsight Compute on the H100 at 4096^3 on {which} (`python benchmarks/evidence.py`, "
                   "`benchmarks/results/evidence-h100.json`); `benchmarks/profile.sh RUNG` names a rung's counter and "
                   "prints it with the rest of its profile."]
+        rungs = {k.name for k in fastsgemm.kernels() if k.rung is not None}
+        uncounted = [r["kernel"] for r in picked if r["kernel"] in rungs and r["kernel"] not in evidence]
+        if uncounted:
+            lines[-1] += (f" No counter for {', '.join(f'`{k}`' for k in uncounted)}: what its idea changes lies outside "
+                          "the GEMM kernel (benchmarks/evidence.py says why).")
     return "\n".join(lines)
 
 
