@@ -159,6 +159,37 @@ def test_meta_tensors_and_dispatch_modes_take_the_operator():
 
 
 @pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("grad", [False, True], ids=["no-grad", "grad"])
+def test_jit_trace_records_the_operator(device, kernel, grad, tmp_path):
+    """torch.jit.trace records operators: a traced Linear must hold fastsgemm's, not the traced call's result as a
+    constant, and give the right product on new inputs, before and after torch.jit.save and load."""
+    torch.manual_seed(3)
+    layer = fst.Linear(6, 4, device=device, kernel=kernel)
+    example, fresh = torch.randn(5, 6, device=device), torch.randn(7, 6, device=device)
+    with torch.set_grad_enabled(grad), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced = torch.jit.trace(layer, example)
+    assert "fastsgemm::matmul" in str(traced.graph), traced.graph
+    path = tmp_path / "layer.pt"
+    torch.jit.save(traced, str(path))
+    loaded = torch.jit.load(str(path), map_location=device)
+    expected = fresh.double() @ layer.weight.detach().double().T + layer.bias.detach().double()
+    for module in (traced, loaded):
+        with torch.set_grad_enabled(grad):
+            result = module(fresh)
+        assert result.shape == (7, 4)
+        assert relative_error(result, expected) < FP32_TOLERANCE
+
+
+def test_the_profiler_sees_the_operator():
+    """Under torch.profiler a call takes the operator, so that fastsgemm::matmul shows among its events."""
+    a, b = torch.randn(4, 5), torch.randn(5, 3)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        fst.matmul(a, b, kernel="cpu")
+    assert any(event.name == "fastsgemm::matmul" for event in profile.events()), [e.name for e in profile.events()]
+
+
+@pytest.mark.parametrize("device, kernel", devices())
 def test_the_operator_passes_torch_library_checks(device, kernel):
     """Schema, autograd registration, fake implementation and dynamic shapes, as torch.library checks them."""
     a = torch.randn(3, 4, 5, device=device, requires_grad=True)
@@ -169,7 +200,9 @@ def test_the_operator_passes_torch_library_checks(device, kernel):
 
 @pytest.mark.parametrize("device, kernel", devices())
 def test_backward_copies_nothing(device, kernel):
-    """The backward of a Linear layer on a batch runs products on views: no clone, copy or contiguous."""
+    """The backward of a Linear layer on a batch runs products on views: no clone, copy or contiguous. (The recorder,
+    a dispatch mode, sends the backward's products through the operator; a plain eager backward runs the same
+    _backward with the product called directly, which is what the operator's implementation calls.)"""
     layer = fst.Linear(24, 16, device=device, kernel=kernel)
     x = torch.randn(4, 8, 24, device=device, requires_grad=True)
     loss = weighted_loss(layer(x))

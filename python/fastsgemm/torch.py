@@ -159,8 +159,8 @@ class _EagerProduct(torch.autograd.Function):
     kernel, the operator's own wrappers); on a small product they cost more than the product itself. A plain eager
     call has nothing for them to do, so it runs this: the same forward, the same backward (whose products come back
     here, or to the operator where something is watching), the same numbers. Anything that traces, transforms or
-    intercepts operators (torch.compile, torch.func, dispatch modes, tensor subclasses, meta tensors) gets the
-    operator, which it knows how to handle (_plain_eager)."""
+    intercepts operators (torch.compile, torch.jit.trace, torch.func, dispatch and function modes, the profiler,
+    tensor subclasses, meta tensors) gets the operator, which it knows how to handle (_plain_eager)."""
 
     @staticmethod
     def forward(ctx, a, b, kernel):
@@ -178,11 +178,15 @@ _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def _plain_eager(a, b) -> bool:
-    """Whether a call on a and b is plain eager PyTorch: nothing traces, transforms or intercepts it, and both are
-    ordinary tensors in memory fastsgemm reads. Anything else takes the operator."""
+    """Whether a call on a and b is plain eager PyTorch: nothing traces, transforms, intercepts or profiles it, and
+    both are ordinary tensors in memory fastsgemm reads. Anything else takes the operator. (A function mode includes
+    `with torch.device(...)` and torch.set_default_device: such calls take the operator too.)"""
     return (type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS
             and a.device.type in ("cpu", "cuda") and b.device.type in ("cpu", "cuda")
             and not torch.compiler.is_compiling()
+            # torch.jit.trace records operators: a product outside one would be traced as a constant.
+            and torch._C._get_tracing_state() is None
+            and not torch.autograd._profiler_enabled()  # the profiler shows fastsgemm::matmul as an operator
             and torch._C._len_torch_dispatch_stack() == 0  # no TorchDispatchMode (FakeTensorMode, recorders, ...)
             and torch._C._len_torch_function_stack() == 0  # no TorchFunctionMode
             and torch._C._functorch.peek_interpreter_stack() is None  # no torch.func transform (vmap, grad, ...)
