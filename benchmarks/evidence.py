@@ -80,9 +80,10 @@ EVIDENCE = {
 # which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma), and
 # reuse, rung 10's kernel with its FFMAs reordered, which is read against rung 10, and tf32x3_inplace, read against
 # tf32x3_regs, whose split in registers it keeps for one operand (the rung before it is ozaki, other math).
-# tf32_tma has no counter: its idea (the copy engine rounds, so no pack pass) removes a kernel from the call and
-# leaves the GEMM kernel's counters as tf32's.
 AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer", "tf32x3_inplace": "tf32x3_regs"}
+# Rungs with no counter, and why (the README's ladder table says so under the table).
+NO_COUNTER = {"tf32_tma": "its idea (the copy engine rounds to TF32, so no pack pass) removes a kernel from the "
+                          "call and leaves the GEMM kernel's counters as tf32's"}
 
 
 def against(name):
@@ -154,6 +155,13 @@ def profile(rung, metrics, size):
     return values
 
 
+def counter_metrics(rung):
+    """The metrics of `rung`'s counter as this GPU's ncu names them, comma-separated (empty for none)."""
+    if rung not in EVIDENCE:
+        return ""
+    return ",".join(metrics_of(resolve(EVIDENCE[rung][0], available_metrics())))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "evidence-h100.json")
@@ -161,6 +169,9 @@ def main(argv=None):
     parser.add_argument("--show", metavar="RUNG", help="print the counter RUNG is judged by, and exit")
     args = parser.parse_args(argv)
     if args.show:
+        if args.show in NO_COUNTER:
+            print(f"{args.show}: no rung counter: {NO_COUNTER[args.show]}")
+            return
         if args.show not in EVIDENCE:
             print(f"{args.show}: no rung counter (the rungs: {', '.join(EVIDENCE)})")
             return

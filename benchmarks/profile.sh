@@ -47,6 +47,9 @@ report=()
 # The GEMM kernel of the rung's second call (profile_one.py runs it twice; a call may also launch a pack
 # pass or a split-K sum, which the name filter leaves out); clocks as the card runs them, not locked.
 gemm_kernels=$(cd "$here" && python3 -c "import evidence; print(evidence.GEMM_KERNELS)")  # one filter for both
+# The rung's own counter's metrics too, as this ncu names them (evidence.py resolves the alternatives).
+own=$(cd "$here" && python3 -c "import evidence, sys; print(evidence.counter_metrics(sys.argv[1]))" "${rung%%:*}")
+[ -n "$own" ] && metrics+=(${own//,/ })
 ncu --kernel-name "$gemm_kernels" --launch-skip 1 --launch-count 1 --clock-control none "${report[@]}" \
-    --metrics "$(IFS=,; echo "${metrics[*]}")" --section WarpStateStats \
+    --metrics "$(IFS=,; echo "${metrics[*]}" | tr ',' '\n' | sort -u | paste -sd,)" --section WarpStateStats \
     python3 "$here/profile_one.py" "$rung" "$m" "$n" "$k"

@@ -116,11 +116,11 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         lines += ["", f"The counters: Nsight Compute on the H100 at 4096^3 on {which} (`python benchmarks/evidence.py`, "
                   "`benchmarks/results/evidence-h100.json`); `benchmarks/profile.sh RUNG` names a rung's counter and "
                   "prints it with the rest of its profile."]
+        import evidence as counters  # noqa: E402: benchmarks/evidence.py (evidence_cells put benchmarks/ on the path)
         rungs = {k.name for k in fastsgemm.kernels() if k.rung is not None}
-        uncounted = [r["kernel"] for r in picked if r["kernel"] in rungs and r["kernel"] not in evidence]
-        if uncounted:
-            lines[-1] += (f" No counter for {', '.join(f'`{k}`' for k in uncounted)}: what its idea changes lies outside "
-                          "the GEMM kernel (benchmarks/evidence.py says why).")
+        for name in (r["kernel"] for r in picked if r["kernel"] in rungs and r["kernel"] not in evidence):
+            why = counters.NO_COUNTER.get(name, "not profiled in this run (`benchmarks/evidence.py` has no counter for it)")
+            lines[-1] += f" No counter for `{name}`: {why}."
     return "\n".join(lines)
 
 
