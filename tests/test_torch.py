@@ -181,6 +181,36 @@ def test_jit_trace_records_the_operator(device, kernel, grad, tmp_path):
         assert relative_error(result, expected) < FP32_TOLERANCE
 
 
+def test_forward_mode_gradients_are_refused_not_wrong():
+    """fastsgemm.torch has a backward, no forward-mode rule: under torch.func.jvp or jacfwd the tangent came out as
+    zeros, and a dual tensor's tangent was dropped. Both raise; a dual level whose operands carry no tangent, and
+    reverse mode, still work."""
+    import torch.autograd.forward_ad as forward_ad
+    a, b = torch.randn(4, 5), torch.randn(5, 3)
+    product = lambda x, y: fst.matmul(x, y, kernel="cpu")  # noqa: E731
+    with pytest.raises(NotImplementedError, match="forward-mode"):
+        torch.func.jvp(product, (a, b), (torch.ones_like(a), torch.zeros_like(b)))
+    with pytest.raises(NotImplementedError, match="forward-mode"):
+        torch.func.jacfwd(lambda x: product(x, b))(a)
+    with forward_ad.dual_level():
+        with pytest.raises(NotImplementedError, match="dual tensor"):
+            product(forward_ad.make_dual(a, torch.ones_like(a)), b)
+        plain = product(a, b)
+    assert relative_error(plain, a.double() @ b.double()) < FP32_TOLERANCE
+    x = a.clone().requires_grad_()
+    product(x, b).sum().backward()
+    assert relative_error(x.grad, torch.ones(4, 3, dtype=torch.float64) @ b.double().T) < FP32_TOLERANCE
+
+
+def test_vmap_over_the_product():
+    """torch.func.vmap runs the operator once per batch element (torch's fallback for a custom operator)."""
+    a, b = torch.randn(3, 4, 5), torch.randn(5, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's note that the fallback loops
+        result = torch.func.vmap(lambda x: fst.matmul(x, b, kernel="cpu"))(a)
+    assert relative_error(result, a.double() @ b.double()) < FP32_TOLERANCE
+
+
 def test_the_profiler_sees_the_operator():
     """Under torch.profiler a call takes the operator, so that fastsgemm::matmul shows among its events."""
     a, b = torch.randn(4, 5), torch.randn(5, 3)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as forward_ad
 
 from . import _matmul
 
@@ -194,10 +195,38 @@ def _plain_eager(a, b) -> bool:
             and not torch._C._functorch.is_functorch_wrapped_tensor(b))
 
 
+def _under_jvp() -> bool:
+    """Whether a torch.func forward-mode transform (jvp, jacfwd, hessian) is active, at any depth of the stack."""
+    try:
+        from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+        interpreters = retrieve_all_functorch_interpreters()
+    except ImportError:  # a torch without it: the innermost transform only
+        interpreters = [torch._C._functorch.peek_interpreter_stack()]
+    return any(i is not None and i.key() == torch._C._functorch.TransformType.Jvp for i in interpreters)
+
+
+def _refuse_forward_mode(a, b) -> None:
+    """fastsgemm.torch has a backward, not a forward-mode gradient: under torch.func.jvp (and jacfwd, hessian) the
+    product's tangent would come out wrong, and with dual tensors (torch.autograd.forward_ad) it would be dropped.
+    Raise instead. Outside both, this costs two calls and an attribute read. (Not while torch.compile traces: it
+    cannot trace functorch's interpreter stack, and the compiled graph holds the operator.)"""
+    if torch.compiler.is_compiling():
+        return
+    if torch._C._functorch.peek_interpreter_stack() is not None and _under_jvp():
+        raise NotImplementedError("fastsgemm.torch has no forward-mode gradient: it cannot run under torch.func.jvp, "
+                                  "jacfwd or hessian; use reverse mode (backward, torch.func.grad, jacrev) or "
+                                  "torch.matmul there")
+    if forward_ad._current_level >= 0 and any(forward_ad.unpack_dual(t).tangent is not None for t in (a, b)):
+        raise NotImplementedError("fastsgemm.torch has no forward-mode gradient: an operand is a dual tensor "
+                                  "(torch.autograd.forward_ad) whose tangent the product would drop; use reverse "
+                                  "mode (backward) or torch.matmul there")
+
+
 def _apply(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
     """The differentiable product: the registered operator, or in plain eager calls _EagerProduct, or, where
     autograd records nothing (no input requires grad, or grad mode is off, as in a backward that builds no graph),
-    the product alone."""
+    the product alone. Forward-mode AD is refused (_refuse_forward_mode)."""
+    _refuse_forward_mode(a, b)
     if not _plain_eager(a, b):
         return _matmul_operator(a, b, kernel)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
