@@ -151,27 +151,6 @@ int stream_from_object(PyObject *obj, cudaStream_t *stream) {
     return 0;
 }
 
-/* Makes `device` current for a call on device memory; remembers the old one. */
-static int enter_device(module_state *st, int device, int *previous) {
-    *previous = -1;
-    if (device < 0) return 0;
-    int current;
-    cudaError_t err = cudaGetDevice(&current);
-    if (err == cudaSuccess && current != device) {
-        err = cudaSetDevice(device);
-        if (err == cudaSuccess) *previous = current;
-    }
-    if (err != cudaSuccess) {
-        raise_cuda_error(st, err, "cudaSetDevice");
-        return -1;
-    }
-    return 0;
-}
-
-static void leave_device(int previous) {
-    if (previous >= 0) cudaSetDevice(previous);
-}
-
 /* ---- kernels: a rung, or one of its configurations ---- */
 
 int choose_kernel(long index, long config, kernel_choice *choice) {
@@ -307,6 +286,7 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
              cudaStream_t stream) {
     const fsg_rung *rung = kernel->rung;
     const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
+    if (rung->device == FSG_DEVICE_CUDA && refuse_in_forked_child(st) < 0) return -1;
     if (!shapes_agree(a, b, out, c)) return -1;
     if (beta != 0.0 && c == NULL) {
         PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
@@ -315,14 +295,14 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
     if (refuse_overlapping_out(out)) return -1;
     int device;
     if (check_placement(kernel, ops, count, &device) < 0) return -1;
-    int previous_device;
+    saved_context previous_device;
     if (enter_device(st, device, &previous_device) < 0) return -1;
     cudaError_t err;
     if (rung->device == FSG_DEVICE_CPU) {
         // Host work can take minutes: run in panels so that Ctrl-C stops it (csrc/interruptible.c).
         if (run_host_gemm_interruptible(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream,
                                         &err) < 0) {
-            leave_device(previous_device);
+            leave_device(&previous_device);
             return -1;
         }
     } else {
@@ -330,7 +310,7 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
         err = fsg_run_gemm(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream);
         Py_END_ALLOW_THREADS
     }
-    leave_device(previous_device);
+    leave_device(&previous_device);
     return err != cudaSuccess ? raise_kernel_error(st, kernel, err, "sgemm") : 0;
 }
 
@@ -387,6 +367,7 @@ int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg
 int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
               cudaStream_t stream) {
     const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat;
+    if (kernel->rung->device == FSG_DEVICE_CUDA && refuse_in_forked_child(st) < 0) return -1;
     if (!shapes_agree(a, b, out, NULL)) return -1;
     if (count < 0) {
         PyErr_Format(PyExc_ValueError, "a stack of %lld products", (long long)count);
@@ -401,7 +382,7 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
         PyErr_SetString(PyExc_ValueError, "a stack of products in one call takes device operands");
         return -1;
     }
-    int previous_device;
+    saved_context previous_device;
     if (enter_device(st, device, &previous_device) < 0) return -1;
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
@@ -410,7 +391,7 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
     err = fsg_run_batch(kernel->rung, kernel->launch, kernel->launch_batch, kernel->max_dim, in_order, a, b, out, count,
                         steps[0], steps[1], steps[2], stream);
     Py_END_ALLOW_THREADS
-    leave_device(previous_device);
+    leave_device(&previous_device);
     return err != cudaSuccess ? raise_kernel_error(st, kernel, err, "sgemm") : 0;
 }
 
@@ -512,7 +493,8 @@ static PyObject *copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *result = NULL;
     operand dst, src;
-    int have_dst = 0, have_src = 0, previous_device = -1;
+    int have_dst = 0, have_src = 0;
+    saved_context previous_device = {NULL, 0};
     cudaStream_t stream;
     if (stream_from_object(args[2], &stream) < 0) goto exit;
     if (parse_operand(st, args[0], "dst", 1, &dst) < 0) goto exit;
@@ -534,7 +516,7 @@ static PyObject *copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     result = Py_NewRef(Py_None);
 exit:
-    leave_device(previous_device);
+    leave_device(&previous_device);
     if (have_src) release_operand(&src);
     if (have_dst) release_operand(&dst);
     return result;
@@ -544,7 +526,22 @@ exit:
 static PyObject *release_thread_resources(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
-    fsg_cublas_release_thread_handle();
+    if (!forked_child()) fsg_cublas_release_thread_handle();  // a forked child's handle is its parent's
+    Py_RETURN_NONE;
+}
+
+/* cuda_initialized(): whether the CUDA driver is initialized in this process, asked without initializing it. */
+static PyObject *cuda_initialized_py(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyBool_FromLong(cuda_initialized());
+}
+
+/* mark_forked(): this process is a child forked after CUDA was initialized; every CUDA call is refused from now. */
+static PyObject *mark_forked(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    mark_forked_after_cuda();
     Py_RETURN_NONE;
 }
 
@@ -643,6 +640,7 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
 
 static PyObject *device_count(PyObject *module, PyObject *unused) {
     (void)unused;
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
@@ -654,6 +652,7 @@ static PyObject *device_count(PyObject *module, PyObject *unused) {
 
 static PyObject *current_device(PyObject *module, PyObject *unused) {
     (void)unused;
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;
     int device;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "cudaGetDevice");
@@ -674,6 +673,7 @@ static PyObject *device_info(PyObject *module, PyObject *arg) {
     module_state *st = get_state(module);
     const int device = (int)PyLong_AsLong(arg);
     if (device == -1 && PyErr_Occurred()) return NULL;
+    if (refuse_in_forked_child(st) < 0) return NULL;
     struct cudaDeviceProp p;
     int clock_khz = 0, memory_clock_khz = 0;
     cudaError_t err = cudaGetDeviceProperties(&p, device);
@@ -862,14 +862,14 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
     self->nbytes = nbytes;
     if (nbytes == 0) return (PyObject *)self;
 
-    int previous;
+    saved_context previous;
     if (enter_device(st, device, &previous) < 0) {
         Py_DECREF(self);
         return NULL;
     }
     cudaError_t err = fsg_memory_take(device, (uint64_t)nbytes);
     if (err != cudaSuccess) {
-        leave_device(previous);
+        leave_device(&previous);
         Py_DECREF(self);  // ptr is NULL: nothing is given back
         return raise_cuda_error(st, err, "a DeviceBuffer's allocation");
     }
@@ -885,7 +885,7 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
         err = cudaMalloc(&self->ptr, (size_t)nbytes);
         Py_END_ALLOW_THREADS
     }
-    leave_device(previous);
+    leave_device(&previous);
     if (err != cudaSuccess) {
         cudaGetLastError();
         self->ptr = NULL;
@@ -897,11 +897,12 @@ static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *
 
 static void DeviceBuffer_dealloc(DeviceBuffer *self) {
     PyTypeObject *type = Py_TYPE(self);
-    if (self->ptr != NULL) {
-        int previous = -1, current;
-        const int on_device = cudaGetDevice(&current) == cudaSuccess &&
-                              (current == self->device || cudaSetDevice(self->device) == cudaSuccess);
-        if (on_device && current != self->device) previous = current;
+    if (self->ptr != NULL && forked_child()) {
+        // The parent's memory, which this child cannot reach: left to the parent, uncounted here.
+        if (self->counted) fsg_memory_give(self->device, (uint64_t)self->nbytes);
+    } else if (self->ptr != NULL) {
+        saved_context previous;
+        const int on_device = switch_device(self->device, &previous) == cudaSuccess;
         // Nobody is left to tell of a failure here, so errors are cleared, never raised.
         cudaError_t err;
         if (!self->pooled) {
@@ -916,7 +917,7 @@ static void DeviceBuffer_dealloc(DeviceBuffer *self) {
         }
         if (err != cudaSuccess) cudaGetLastError();
         else if (self->counted) fsg_memory_give(self->device, (uint64_t)self->nbytes);  // what stays allocated stays counted
-        leave_device(previous);
+        leave_device(&previous);
     } else if (self->counted) {  // its allocation failed
         fsg_memory_give(self->device, (uint64_t)self->nbytes);
     }
@@ -1082,6 +1083,10 @@ static PyMethodDef module_methods[] = {
      "fill_uniform(pointer, count, seed, stream): uniform [-1, 1) floats in device memory"},
     {"rungs", rungs, METH_NOARGS,
      "rungs() -> the registry, in ladder order, as a list of dicts; configs: (name, shape, max_dim) tuples"},
+    {"cuda_initialized", cuda_initialized_py, METH_NOARGS,
+     "cuda_initialized() -> whether the CUDA driver is initialized in this process (initializes nothing)"},
+    {"mark_forked", mark_forked, METH_NOARGS,
+     "mark_forked(): called in a child forked after CUDA was initialized; CUDA calls raise CudaError from then on"},
     {"release_thread_resources", release_thread_resources, METH_NOARGS,
      "release_thread_resources(): destroy the calling thread's cuBLAS handle, if any"},
     {"set_cublas_search_dirs", set_cublas_search_dirs, METH_O,

@@ -14,8 +14,9 @@
  * cuMemGetAddressRange per mapped piece the span crosses (one for ordinary
  * memory; see all_mapped), asked on the operand's own GPU.
  *
- * The driver is reached through the runtime's entry-point query, so the
- * extension still imports where there is no driver at all (CI).
+ * The driver is reached through the runtime's entry-point query
+ * (csrc/device_context.c), so the extension still imports where there is no
+ * driver at all (CI).
  *
  * What this cannot see: allocators that carve many arrays out of one
  * cudaMalloc (PyTorch's and CuPy's pools). A view that stays inside its
@@ -30,16 +31,6 @@
 typedef CUresult (*pointer_attributes_fn)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
 typedef CUresult (*address_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
 
-static void *driver_function(const char *name) {
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-        fn = NULL;
-    cudaGetLastError();
-    return fn;
-}
-
 /* Written once, under the GIL. */
 static pointer_attributes_fn pointer_attributes;
 static address_range_fn address_range;
@@ -47,18 +38,24 @@ static address_range_fn address_range;
 /* Whether every byte of [first, last) is mapped: the driver's allocation
  * range is a whole reservation for memory mapped with cuMemMap (PyTorch's
  * expandable segments reserve about the GPU's memory and map it piece by
- * piece), so the mapped pieces are walked. One call for ordinary memory. */
-static bool all_mapped(CUdeviceptr first, CUdeviceptr last) {
+ * piece), so the mapped pieces are walked. One call for ordinary memory.
+ * CUDA_SUCCESS with *mapped set, or the driver's error where the question
+ * could not be asked (no usable context); any other refusal is an address
+ * the driver has nothing mapped at. */
+static CUresult all_mapped(CUdeviceptr first, CUdeviceptr last, bool *mapped) {
+    *mapped = false;
     for (CUdeviceptr at = first; at < last;) {
         CUdeviceptr piece;
-        size_t size;
-        if (address_range(&piece, &size, at) != CUDA_SUCCESS || size == 0) {
-            cudaGetLastError();
-            return false;
-        }
+        size_t size = 0;
+        const CUresult result = address_range(&piece, &size, at);
+        if (result == CUDA_ERROR_INVALID_CONTEXT || result == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+            result == CUDA_ERROR_NOT_INITIALIZED || result == CUDA_ERROR_DEINITIALIZED)
+            return result;
+        if (result != CUDA_SUCCESS || size == 0) return CUDA_SUCCESS;
         at = piece + size;
     }
-    return true;
+    *mapped = true;
+    return CUDA_SUCCESS;
 }
 
 /* The first and one-past-last byte offsets from m->ptr that a stack of
@@ -106,6 +103,7 @@ int check_device_operand(module_state *st, const fsg_matrix *m, const char *name
 
 int check_device_stack(module_state *st, const fsg_matrix *m, int64_t count, int64_t step, const char *name,
                        int *device) {
+    if (refuse_in_forked_child(st) < 0) return -1;
     const uintptr_t ptr = (uintptr_t)m->ptr;
     if (ptr % sizeof(float) != 0) {
         PyErr_Format(PyExc_ValueError, "%s: device pointer %p is not 4-byte aligned", name, (void *)ptr);
@@ -157,21 +155,16 @@ int check_device_stack(module_state *st, const fsg_matrix *m, int64_t count, int
     if (ptr < (uintptr_t)base || ptr >= end || from < 0 || to > (int64_t)size) {
         return refuse_span(name, m, count, step, from, to, "of its allocation, which holds", size, base);
     }
-    // cuMemGetAddressRange looks in the current context only: memory on another GPU is looked up from that GPU.
-    int current = -1;
-    bool switched = false;
-    cudaError_t err = cudaGetDevice(&current);
-    if (err == cudaSuccess && current != ordinal) {
-        err = cudaSetDevice(ordinal);
-        switched = err == cudaSuccess;
-    }
-    if (err != cudaSuccess) {
-        raise_cuda_error(st, err, "making the operand's device current to look up its memory");
-        return -1;
-    }
-    const bool mapped = all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to);
-    if (switched && (err = cudaSetDevice(current)) != cudaSuccess) {
-        raise_cuda_error(st, err, "making the caller's device current again");
+    // cuMemGetAddressRange looks in the calling thread's current context only: the operand's GPU's context is
+    // made current first, also on a thread where none is (a new thread, torch's autograd worker).
+    saved_context previous;
+    if (enter_device(st, ordinal, &previous) < 0) return -1;
+    bool mapped;
+    const CUresult result_mapped =
+        all_mapped((CUdeviceptr)base + (CUdeviceptr)from, (CUdeviceptr)base + (CUdeviceptr)to, &mapped);
+    leave_device(&previous);
+    if (result_mapped != CUDA_SUCCESS) {
+        raise_cuda_error(st, (cudaError_t)result_mapped, "cuMemGetAddressRange");
         return -1;
     }
     if (!mapped) {

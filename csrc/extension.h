@@ -72,6 +72,34 @@ typedef struct DeviceBuffer {
  * stream) makes its free wait for the whole device (csrc/_sgemm.c, "DeviceBuffer"). */
 void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream);
 
+/* ---- the calling thread's CUDA context (csrc/device_context.c) ---- */
+
+/* A driver API function by name, through the runtime's entry-point query (no link to the driver), or NULL. */
+void *driver_function(const char *name);
+
+/* What enter_device found on the calling thread, for leave_device to put back. */
+typedef struct saved_context {
+    void *context; /* the thread's CUcontext before the call; NULL: none was current */
+    int switched;  /* whether enter_device made another context current */
+} saved_context;
+
+/* Makes a context of `device` current on the calling thread, whatever thread it is and whether or not any
+ * context is current there: the one already current if it is that device's, else the device's primary context.
+ * device < 0: nothing. Returns 0, or -1 with CudaError set. */
+int enter_device(module_state *st, int device, saved_context *saved);
+/* enter_device with no exception: cudaSuccess or the error (for deallocators, which must not raise). */
+cudaError_t switch_device(int device, saved_context *saved);
+/* Puts back the context enter_device found (none, where none was current). */
+void leave_device(const saved_context *saved);
+
+/* Whether the CUDA driver is loaded and initialized in this process; initializes nothing (asked before a fork). */
+int cuda_initialized(void);
+/* Called in a child forked after CUDA was initialized: from then on the module refuses every CUDA call. */
+void mark_forked_after_cuda(void);
+int forked_child(void);
+/* 0, or -1 with CudaError saying why CUDA cannot be used in a forked child and what to do instead. */
+int refuse_in_forked_child(module_state *st);
+
 /* ---- operands and kernels ---- */
 
 typedef struct operand {

@@ -22,6 +22,7 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_TypeError, "time_gemm(kernel, sets, alpha, beta, warmup, repeats, stream) takes 7 arguments");
         return NULL;
     }
+    if (refuse_in_forked_child(st) < 0) return NULL;
     kernel_choice kernel;
     if (parse_kernel(args[0], &kernel) < 0) return NULL;
     const double alpha = PyFloat_AsDouble(args[2]), beta = PyFloat_AsDouble(args[3]);
@@ -149,6 +150,7 @@ PyObject *fill_uniform(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "fill_uniform(pointer, count, seed, stream) takes 4 arguments");
         return NULL;
     }
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;
     void *ptr = PyLong_AsVoidPtr(args[0]);
     const long long count = PyLong_AsLongLong(args[1]);
     const unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[2]);

@@ -16,7 +16,7 @@ from conftest import FP32_TOLERANCE  # noqa: E402
 
 
 TWO_GPUS = pytest.mark.skipif(not fastsgemm.cuda_available() or fastsgemm._sgemm.device_count() < 2,
-                              reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")
+                              reason="needs two CUDA devices")
 
 
 def cupy_blocks_and_joined(z):

@@ -388,3 +388,22 @@ def test_pooled_results_read_in_a_capture_are_freed_after_a_device_synchronize(r
     graph.launch(stream)
     stream.synchronize()
     assert_close(out.numpy(), reference(reference(A, A).astype(np.float32), A), tol=1e-4, what="captured read")
+
+
+class NotABuffer:
+    nbytes_is_missing = True
+
+
+@pytest.mark.parametrize("buffer", [NotABuffer(), np.zeros(16, np.float32), bytearray(64), None],
+                         ids=["object", "ndarray", "bytearray", "None"])
+def test_device_array_over_anything_but_its_buffer_is_a_type_error(buffer):
+    """Only fastsgemm's own DeviceBuffer can back a DeviceArray: the C fast path reads its fields directly."""
+    with pytest.raises(TypeError, match="DeviceBuffer.*fastsgemm.to_device"):
+        fastsgemm.DeviceArray(buffer, (2, 2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2,), (1, 2, 3), "ab", 5])
+def test_device_array_shape_must_be_two_integers(shape):
+    with pytest.raises(TypeError, match="two integers"):
+        fastsgemm.DeviceArray(_sgemm.DeviceBuffer(64, 0), shape)

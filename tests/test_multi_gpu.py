@@ -13,7 +13,7 @@ def gpu_count():
 
 
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA devices (the device tool's nvidia-h200-x2)")]
+              pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA devices")]
 
 
 def relative_error(value, a, b):

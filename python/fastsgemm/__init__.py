@@ -13,6 +13,7 @@ the FP32-accurate kernel measured fastest for the shape on this GPU (fastsgemm.a
 from ._api import CudaError, auto_kernel, cuda_available, device_info, sgemm, sgemm_raw
 from ._registry import KERNELS, KernelConfig, KernelInfo, kernels
 import atexit as _atexit
+import os as _os
 
 from . import _sgemm
 from ._benchmark import benchmark
@@ -32,6 +33,24 @@ _limit_from_environment()
 
 # Threads free their cuBLAS handles when they end; the main thread never "ends", so it frees its own here.
 _atexit.register(_sgemm.release_thread_resources)
+
+
+# A child forked after CUDA was initialized (os.fork, multiprocessing's "fork" method) cannot use CUDA: there every
+# fastsgemm call that would touch the GPU raises CudaError saying so and what to do, instead of hanging or crashing.
+# Whether CUDA was initialized is asked in the parent just before the fork, without initializing anything.
+def _before_fork():
+    global _cuda_before_fork
+    _cuda_before_fork = _sgemm.cuda_initialized()
+
+
+def _after_fork_in_child():
+    if _cuda_before_fork:
+        _sgemm.mark_forked()
+
+
+_cuda_before_fork = False
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 __all__ = [
     "KERNELS",

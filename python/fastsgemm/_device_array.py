@@ -22,7 +22,18 @@ class DeviceArray:
     __slots__ = ("_buffer", "_shape", "_stream", "__weakref__")
 
     def __init__(self, buffer, shape, stream=None):
-        rows, cols = (int(shape[0]), int(shape[1]))
+        if not isinstance(buffer, _sgemm.DeviceBuffer):
+            # The C fast path reads the buffer's fields directly: nothing else may stand in for one.
+            raise TypeError(
+                f"DeviceArray(buffer, shape) takes the device memory fastsgemm allocated (a DeviceBuffer), got "
+                f"{type(buffer).__name__}; make one with fastsgemm.DeviceArray.empty(shape) or "
+                f"fastsgemm.to_device(array), or pass a CuPy array, torch tensor or any __cuda_array_interface__ "
+                f"or DLPack object to fastsgemm.sgemm directly"
+            )
+        try:
+            rows, cols = (int(n) for n in shape)
+        except (TypeError, ValueError):
+            raise TypeError(f"shape must be two integers (rows, cols), got {shape!r}") from None
         if rows < 0 or cols < 0 or rows * cols * 4 > buffer.nbytes:
             # The C fast path reads a DeviceArray's shape without further checks: it must never outgrow its buffer.
             raise ValueError(f"shape {(rows, cols)} needs {max(rows * cols * 4, 0)} bytes; the buffer holds {buffer.nbytes}")
