@@ -585,15 +585,12 @@ static PyObject *cublas_library(PyObject *module, PyObject *unused) {
     return raise_cuda_error(get_state(module), cudaErrorSharedObjectInitFailed, what);
 }
 
-/* cuda_versions() -> (driver, runtime): cudaDriverGetVersion (0 where there is no driver) and the CUDA runtime
- * this module was built with (CUDART_VERSION, e.g. 13000), without touching a device. */
+/* cuda_versions() -> (driver, runtime): the driver's CUDA version (0 where there is no driver) and the CUDA runtime
+ * this module was built with (CUDART_VERSION, e.g. 13000), without touching a device or initializing CUDA. */
 static PyObject *cuda_versions(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
-    int driver = 0;
-    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-    cudaGetLastError();
-    return Py_BuildValue("(ii)", driver, (int)CUDART_VERSION);
+    return Py_BuildValue("(ii)", driver_version(), (int)CUDART_VERSION);
 }
 
 /* ---- the registry ---- */

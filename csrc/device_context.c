@@ -147,6 +147,18 @@ int cuda_initialized(void) {
     return initialized;
 }
 
+int driver_version(void) {
+    // Straight from the driver library: the runtime's cudaDriverGetVersion initializes the driver on its way, and
+    // `import fastsgemm` asks this, so a process that imports fastsgemm could no longer fork safely.
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == NULL) return 0;
+    CUresult (*get_version)(int *) = (CUresult(*)(int *))dlsym(driver, "cuDriverGetVersion");
+    int version = 0;
+    if (get_version == NULL || get_version(&version) != CUDA_SUCCESS) version = 0;
+    dlclose(driver);
+    return version;
+}
+
 void mark_forked_after_cuda(void) { forked_after_cuda = 1; }
 
 int forked_child(void) { return forked_after_cuda; }

@@ -94,6 +94,8 @@ void leave_device(const saved_context *saved);
 
 /* Whether the CUDA driver is loaded and initialized in this process; initializes nothing (asked before a fork). */
 int cuda_initialized(void);
+/* The CUDA version the driver supports (e.g. 13000), 0 where there is no driver; initializes nothing. */
+int driver_version(void);
 /* Called in a child forked after CUDA was initialized: from then on the module refuses every CUDA call. */
 void mark_forked_after_cuda(void);
 int forked_child(void);
