@@ -27,6 +27,8 @@ def pytest_runtest_setup(item):
         pytest.skip(f"needs a CUDA device: {fastsgemm._api.cuda_status()[1]}")
     if item.get_closest_marker("sanitizer") is not None and "sanitizer" not in item.config.getoption("markexpr"):
         pytest.skip("compute-sanitizer runs take minutes: opt in with -m sanitizer")
+    if item.get_closest_marker("compiler") is not None and "compiler" not in item.config.getoption("markexpr"):
+        pytest.skip("the compiler checks build every rung with nvcc, minutes: opt in with -m compiler")
 
 
 def rung_params(device=None, precision=None):

@@ -1,4 +1,5 @@
-"""What the compiler makes of each rung, checked without a GPU (CI runs these).
+"""What the compiler makes of each rung, checked without a GPU (`python -m pytest -m compiler`; CI runs these in a
+step of their own, and the default run skips them: they take minutes).
 
 Every CUDA rung is compiled for sm_90 (sm_90a for the files setup.py builds
 for it: the wgmma rungs) with the build's own nvcc flags and `-Xptxas -v`: no
@@ -71,7 +72,7 @@ NVCC = find_tool("nvcc")
 CUOBJDUMP = find_tool("cuobjdump")
 CUDA_RUNGS = [k for k in fastsgemm.kernels() if k.source.endswith(".cu")]
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
+pytestmark = [pytest.mark.compiler, pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")]
 
 
 @pytest.fixture(scope="module")
