@@ -1,4 +1,6 @@
-"""Regenerates the tables in README.md from their sources, never by hand:
+"""Regenerates the tables in the project's documents (DOCUMENTS: README.md, the ladder's README, the benchmarks'
+README and docs/) from their sources, never by hand. Each table sits between its markers in whichever documents
+hold them, and each must be in one at least:
 
 - the kernel list, from the registry (fastsgemm.kernels());
 - the ladder results, from committed benchmark data (benchmarks/results/ladder-h100.json; the counters beside
@@ -8,8 +10,8 @@
   errors by input class, from benchmarks/results/numerics-h100.json;
 - the batched products against torch.matmul, from benchmarks/results/batched-h100.json (benchmarks/batched.py).
 
-    python benchmarks/readme_tables.py          # rewrite README.md in place
-    python benchmarks/readme_tables.py --check  # exit 1 if README.md is stale
+    python benchmarks/readme_tables.py          # rewrite the documents in place
+    python benchmarks/readme_tables.py --check  # exit 1 if one is stale
 """
 import argparse
 import json
@@ -22,6 +24,8 @@ from fastsgemm.bench import auto_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCUMENTS = [README, ROOT / "kernels" / "ladder" / "README.md", ROOT / "benchmarks" / "README.md",
+             ROOT / "docs" / "guide.md", ROOT / "docs" / "guarantees.md"]
 RESULTS = ROOT / "benchmarks" / "results" / "ladder-h100.json"
 
 
@@ -81,8 +85,8 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
     device = meta["device"]
     lines = [
         f"{device['name']}, {shape[0]}x{shape[1]}x{shape[2]}, median of {meta['repeats']} CUDA-event timings "
-        f"after {meta['warmup']} warm-ups, random inputs, commit {meta['git_commit']} "
-        f"(`benchmarks/results/{path.name}`):",
+        f"after {meta['warmup']} warm-ups, random inputs (`benchmarks/results/{path.name}`, whose metadata names the "
+        f"commit):",
         "",
         "| kernel | GFLOP/s | % of cuBLAS | SM clock (MHz) | % of FP32 peak at that clock | the counter its idea moves "
         "| before -> this rung |",
@@ -105,7 +109,7 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         timing = {(r["repeats"], r["warmup"]) for r in picked if r["kernel"] in names}
         how = "".join(f"; median of {n} after {w} warm-ups" for n, w in sorted(timing)
                       if (n, w) != (meta["repeats"], meta["warmup"]))
-        merged.append(f"{', '.join(f'`{k}`' for k in names)} (commit {m['commit']}{how}; `{m['source']}`)")
+        merged.append(f"{', '.join(f'`{k}`' for k in names)} (`{m['source']}`{how})")
     if merged:
         lines += ["", "Rows from runs of their own on the same GPU kind, each one's % of cuBLAS taken against cuBLAS "
                       "timed in that run: " + "; ".join(merged) + "."]
@@ -132,7 +136,7 @@ def auto_table(path=RESULTS):
     if not verdicts:
         return "(the committed data has no kernel=\"auto\" rows)"
     lines = [
-        f"{data['meta']['device']['name']}, the same sweep (commit {data['meta']['git_commit']}): what `auto` ran, "
+        f"{data['meta']['device']['name']}, the same sweep: what `auto` ran, "
         "against the fastest FP32-accurate rung timed at that shape (TF32 rungs excluded).",
         "",
         "| shape | `auto` ran | GFLOP/s | fastest FP32 rung in the sweep | GFLOP/s | auto / fastest |",
@@ -204,7 +208,7 @@ def per_call_table(path=RESULTS.parent / "overhead-h100.json"):
     renamed = any(r.get("picked") in RENAMED and r["picked"] not in fastsgemm.KERNELS for r in rows)
     note = f"; kernel names as renamed at {RENAMED_AT}" if renamed else ""
     name = (lambda picked: RENAMED.get(picked, picked)) if renamed else (lambda picked: picked)
-    lines = [f"{meta['device']['name']}, commit {meta['git_commit']}: wall clock over {rows[0]['calls']} calls in a "
+    lines = [f"{meta['device']['name']}: wall clock over {rows[0]['calls']} calls in a "
              f"loop with one synchronize at the end, median of {rows[0]['rounds']} loops, microseconds per call "
              f"(`{path.relative_to(ROOT).as_posix()}`{note}).", "",
              "| M=N=K | operands | `out=` | fastsgemm `auto` | kernel it ran | its GPU time | framework matmul | "
@@ -237,7 +241,7 @@ def batched_table(path=RESULTS.parent / "batched-h100.json"):
     meta, cases = data["meta"], {}
     for row in data["rows"]:
         cases.setdefault(row["case"], []).append(row)
-    lines = [f"{meta['device']}, commit {meta['git_commit']}, time per call: CUDA events around a loop of "
+    lines = [f"{meta['device']}, time per call: CUDA events around a loop of "
              f"{meta['calls']} calls, median of {meta['rounds']} rounds (the methods in a new order each), "
              f"after a warm-up of {meta['warmup_seconds']} s each (`benchmarks/results/{path.name}`):", "",
              "| stack | `auto` | fastest kernel | `torch.matmul` | streaming floor |", "|---|---:|---:|---:|---:|"]
@@ -259,37 +263,54 @@ def batched_table(path=RESULTS.parent / "batched-h100.json"):
     return "\n".join(lines)
 
 
+def markers(name):
+    return f"<!-- {name}:start (generated by benchmarks/readme_tables.py) -->", f"<!-- {name}:end -->"
+
+
 def replace_block(text, name, body):
-    start, end = f"<!-- {name}:start (generated by benchmarks/readme_tables.py) -->", f"<!-- {name}:end -->"
-    if start not in text or end not in text:
-        raise SystemExit(f"README.md lacks the {name} markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{body}\n{end}{tail}"
+    """text with every block between `name`'s markers made `body`."""
+    start, end = markers(name)
+    pieces = text.split(start)
+    for i in range(1, len(pieces)):
+        if end not in pieces[i]:
+            raise SystemExit(f"a {name} start marker without its end marker")
+        pieces[i] = f"\n{body}\n{end}" + pieces[i].split(end, 1)[1]
+    return start.join(pieces)
+
+
+BLOCKS = {"kernels": kernel_table, "ladder": ladder_table, "auto": auto_table, "per-call": per_call_table,
+          "batched": batched_table, "numerics-classes": numerics_classes_table, "numerics": numerics_table}
 
 
 def render(text):
-    text = replace_block(text, "kernels", kernel_table())
-    text = replace_block(text, "ladder", ladder_table())
-    text = replace_block(text, "auto", auto_table())
-    text = replace_block(text, "per-call", per_call_table())
-    text = replace_block(text, "batched", batched_table())
-    text = replace_block(text, "numerics-classes", numerics_classes_table())
-    return replace_block(text, "numerics", numerics_table())
+    """text with every table it holds regenerated."""
+    for name, table in BLOCKS.items():
+        if markers(name)[0] in text:
+            text = replace_block(text, name, table())
+    return text
+
+
+def render_all():
+    """{document: (current text, regenerated text)}; SystemExit where a table is in no document."""
+    texts = {path: path.read_text() for path in DOCUMENTS}
+    missing = [name for name in BLOCKS if not any(markers(name)[0] in text for text in texts.values())]
+    if missing:
+        raise SystemExit(f"no document holds the markers of: {', '.join(missing)}")
+    return {path: (text, render(text)) for path, text in texts.items()}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="only report whether README.md is current")
+    parser.add_argument("--check", action="store_true", help="only report whether the documents are current")
     args = parser.parse_args(argv)
-    current = README.read_text()
-    fresh = render(current)
+    stale = [path for path, (current, fresh) in render_all().items() if fresh != current]
     if args.check:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run python benchmarks/readme_tables.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, (current, fresh) in render_all().items():
         if fresh != current:
-            print("README.md is stale: run python benchmarks/readme_tables.py", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(fresh)
+            path.write_text(fresh)
     return 0
 
 

@@ -21,7 +21,7 @@
  * What this cannot see: allocators that carve many arrays out of one
  * cudaMalloc (PyTorch's and CuPy's pools). A view that stays inside its
  * pool's allocation but runs over a neighbouring array of the same pool is
- * within bounds as far as the driver knows. README "Guarantees and limits".
+ * within bounds as far as the driver knows (docs/guarantees.md).
  */
 #include "extension.h"
 

@@ -1,4 +1,4 @@
-"""Determinism: the same inputs, shape and kernel give the same bits, call after call (README, "Determinism").
+"""Determinism: the same inputs, shape and kernel give the same bits, call after call (docs/guide.md, "Determinism").
 
 Every rung and configuration of the registry is held to it, on a small product and on a long-K one that the
 rungs split into K slices (summed in slice order by one kernel, never with atomics), from host arrays and from

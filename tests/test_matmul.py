@@ -300,7 +300,7 @@ def test_a_cupy_stack_that_claims_memory_past_its_allocation_is_refused(rng):
 
     memory = cupy.zeros(4 * 8 * 8, dtype=cupy.float32)
     # Its second matrix 4 GiB on: past any allocation CuPy's pool made for 1 KiB (a pool's neighbouring arrays,
-    # inside one allocation, are beyond what the driver can tell apart: README, "Guarantees and limits").
+    # inside one allocation, are beyond what the driver can tell apart: docs/guarantees.md).
     lying = as_strided(memory, shape=(2, 8, 8), strides=(1 << 32, 8 * 4, 4))
     with pytest.raises(ValueError, match="claims memory it does not have"):
         fastsgemm.matmul(lying, cupy.ones((8, 8), dtype=cupy.float32) + cupy.eye(8, dtype=cupy.float32)[:, ::-1])

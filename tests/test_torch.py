@@ -388,10 +388,10 @@ def test_work_runs_on_torchs_current_stream():
 
 
 def readme_example(name):
-    """The Python block README.md keeps between <!-- example:NAME:start --> and <!-- example:NAME:end -->."""
+    """The Python block docs/guide.md keeps between <!-- example:NAME:start --> and <!-- example:NAME:end -->."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text()
     block = text.split(f"<!-- example:{name}:start -->")[1].split(f"<!-- example:{name}:end -->")[0]
     return block.split("```python")[1].split("```")[0]
 
@@ -399,7 +399,7 @@ def readme_example(name):
 @pytest.mark.gpu
 def test_the_readme_training_example_trains(capsys):
     torch._dynamo.reset()
-    exec(compile(readme_example("torch-train"), "README.md", "exec"), {})
+    exec(compile(readme_example("torch-train"), "docs/guide.md", "exec"), {})
     losses = [float(line.split()[-1]) for line in capsys.readouterr().out.splitlines() if line.startswith("step")]
     assert len(losses) == 4 and all(np.isfinite(losses))
     assert losses[-1] < 0.2 * losses[0], losses
