@@ -294,3 +294,29 @@ def test_auto_never_runs_near_fp32_configurations_or_rungs_kept_from_it():
     shipped = json.loads(_tuning.SHIPPED_TABLE.read_text())["devices"]
     chosen = {shape["kernel"] for entry in shipped.values() for shape in entry["shapes"]}
     assert not (near | kept) & chosen
+
+
+@pytest.mark.parametrize(("name", "capability", "expect"), [
+    ("NVIDIA H100 80GB HBM3", (9, 0), "on this GPU"),
+    ("NVIDIA H800", (9, 0), "a tuned GPU of the same compute capability"),
+    ("NVIDIA A100-SXM4-80GB", (8, 0), "has no entry in the tuning table: cuBLAS"),
+])
+def test_auto_says_why_it_runs_what_it_runs(monkeypatch, name, capability, expect):
+    """python -m fastsgemm prints this for a few sizes: the measured shape behind the choice, and whose entry it
+    is; without a GPU, from the shipped table and a stand-in for the device query."""
+    monkeypatch.setattr(_tuning._sgemm, "device_info", lambda device: {"name": name, "compute_capability": capability})
+    monkeypatch.setattr(_tuning, "cublas_opens", lambda: True)
+    _tuning._entries_for.cache_clear()
+    _tuning.choose.cache_clear()
+    try:
+        why = _tuning.explain(0, 1024, 1024, 1024)
+        kernel = _tuning.choose(0, 1024, 1024, 1024)
+    finally:  # the stand-in's answers must not outlive the test
+        _tuning._entries_for.cache_clear()
+        _tuning.choose.cache_clear()
+    assert expect in why, why
+    if capability == (9, 0):
+        assert "timed at 1024x1024x1024" in why, why  # the shipped table measured this very shape
+        assert kernel != "cublas" or "cannot take" in why, (kernel, why)
+    else:
+        assert kernel == "cublas", kernel

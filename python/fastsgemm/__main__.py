@@ -1,5 +1,7 @@
-"""python -m fastsgemm: show the device, check every rung against float64
-NumPy on a few awkward shapes, and time the ladder at one size beside cuBLAS.
+"""python -m fastsgemm: show the device, say which kernel kernel="auto" runs
+at a few sizes and why, check every rung against float64 NumPy on a few
+awkward shapes, time the ladder at one size beside cuBLAS, and say where to go
+next.
 
 Runs anywhere: without a GPU it checks the cpu rung and says why the rest is
 skipped. Exits non-zero if any check fails.
@@ -12,6 +14,7 @@ import numpy as np
 import fastsgemm
 
 CHECK_SHAPES = [(1, 1, 1), (17, 33, 65), (127, 131, 137), (500, 3, 700)]
+AUTO_SIZES = [64, 512, 2048, 8192]
 TIMING_SIZE = 2048
 
 
@@ -33,6 +36,14 @@ def main() -> int:
         print(f"device: none usable ({fastsgemm._api.cuda_status()[1]})")
         print("        only the host rung runs; the CUDA rungs are skipped")
         rungs = [k for k in fastsgemm.kernels() if k.device == "cpu"]
+
+    print('\nkernel="auto" (the default) at a few sizes:')
+    if fastsgemm.cuda_available():
+        device = fastsgemm._sgemm.current_device()
+        for n in AUTO_SIZES:
+            print(f"  {n}^3: {fastsgemm.auto_kernel(n, n, n)}: {fastsgemm._tuning.explain(device, n, n, n)}")
+    else:
+        print("  every size: cpu, the host rung, since no GPU is usable (with one warning saying so)")
 
     rng = np.random.default_rng(0)
     failures = 0
@@ -69,7 +80,10 @@ def main() -> int:
         print(f"\nthe cpu rung at {n}^3 (median of 10): {cpu['median_ms']:.2f} ms, {cpu['gflops']:.1f} GFLOP/s; "
               f"numpy.matmul (multi-threaded BLAS): {numpy_ms:.2f} ms")
         print("the CUDA rungs need a GPU: none is usable here")
-    print("\nsweeps over sizes, plots and profiles: python -m fastsgemm.bench --help, benchmarks/")
+    print("\nnext:")
+    print("  the ladder rung by rung, each idea and the counter that proves it: kernels/ladder/README.md")
+    print("  the API, several GPUs, PyTorch and Dask: docs/guide.md")
+    print("  time kernels against cuBLAS over sizes: python -m fastsgemm.bench --quick (--help for more)")
     return 1 if failures else 0
 
 

@@ -162,6 +162,26 @@ def choose(device: int, m: int, n: int, k: int, count: int = 1) -> str:
     return WITHOUT_CUBLAS if kernel.partition(":")[0] in ("cublas", "cublas_tf32") and not cublas_opens() else kernel
 
 
+def explain(device: int, m: int, n: int, k: int) -> str:
+    """Why kernel="auto" runs what it runs for one m x n x k product on `device`, as a clause: "the fastest of the
+    FP32-accurate kernels timed at 1024x1024x1024 on this GPU" and the like."""
+    info = _sgemm.device_info(device)
+    devices = tuned_devices()
+    lender = info["name"] if info["name"] in devices else next(
+        (name for name in sorted(devices) if devices[name][0] == tuple(info["compute_capability"])), None)
+    singles = [entry for entry in _entries_for(device) if _count(entry) == 1]
+    if not singles:
+        return f"this GPU ({info['name']}) has no entry in the tuning table: cuBLAS (python -m fastsgemm.tune makes one)"
+    nearest = min(singles, key=lambda entry: _distance(m, n, k, entry))
+    whose = "this GPU" if lender == info["name"] else f"{lender}, a tuned GPU of the same compute capability"
+    why = f"the fastest of the FP32-accurate kernels timed at {nearest[0]}x{nearest[1]}x{nearest[2]} on {whose}"
+    kernel = choose(device, m, n, k)
+    if kernel != nearest[3]:
+        why += f" was {nearest[3]}, which " + ("cannot take this M or N" if kernel == FALLBACK else
+                                               "needs cuBLAS, which cannot be opened here")
+    return why
+
+
 @functools.lru_cache(maxsize=1)
 def cublas_opens() -> bool:
     """Whether cuBLAS can be opened here (it is, by this question, when it can)."""
