@@ -39,9 +39,8 @@ def main() -> int:
 
     print('\nkernel="auto" (the default) at a few sizes:')
     if fastsgemm.cuda_available():
-        device = fastsgemm._sgemm.current_device()
         for n in AUTO_SIZES:
-            print(f"  {n}^3: {fastsgemm.auto_kernel(n, n, n)}: {fastsgemm._tuning.explain(device, n, n, n)}")
+            print(f"  {n}^3: {fastsgemm.auto_kernel(n, n, n)}: {fastsgemm.auto_reason(n, n, n)}")
     else:
         print("  every size: cpu, the host rung, since no GPU is usable (with one warning saying so)")
 
@@ -81,6 +80,7 @@ def main() -> int:
               f"numpy.matmul (multi-threaded BLAS): {numpy_ms:.2f} ms")
         print("the CUDA rungs need a GPU: none is usable here")
     print("\nnext:")
+    print("  a first hour in a notebook: examples/quickstart.ipynb")
     print("  the ladder rung by rung, each idea and the counter that proves it: kernels/ladder/README.md")
     print("  the API, several GPUs, PyTorch and Dask: docs/guide.md")
     print("  time kernels against cuBLAS over sizes: python -m fastsgemm.bench --quick (--help for more)")

@@ -134,6 +134,17 @@ def auto_kernel(M: int, N: int, K: int, device=None, *, count: int = 1) -> str:
     return auto_choice_on(device_ordinal(device), int(M), int(N), int(K), int(count)).name
 
 
+def auto_reason(M: int, N: int, K: int, device=None) -> str:
+    """Why kernel="auto" runs auto_kernel(M, N, K, device) for one M x N x K product, as a clause: the measured shape
+    behind the choice and whose tuning it is (this GPU's, or a tuned GPU's of the same compute capability), that
+    the GPU was never tuned (so cuBLAS), or that there is no usable GPU (so the cpu rung)."""
+    auto_kernel(M, N, K, device)  # the same checks of the arguments and the device
+    if not cuda_available():
+        return f"no usable CUDA device ({cuda_status()[1]}), so the cpu rung"
+    return _tuning.explain(_sgemm.current_device() if device is None else device_ordinal(device), int(M), int(N),
+                           int(K))
+
+
 def _real(name, value) -> float:
     if not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {describe(value)}")
@@ -257,6 +268,7 @@ def sgemm_raw(M, N, K, alpha, A_ptr, lda, B_ptr, ldb, beta, C_ptr, ldc, *, kerne
 __all__ = [
     "CudaError",
     "auto_kernel",
+    "auto_reason",
     "cuda_available",
     "device_info",
     "sgemm",
