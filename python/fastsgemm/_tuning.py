@@ -91,17 +91,20 @@ def tuned_devices() -> dict:
     return devices
 
 
-@functools.lru_cache(maxsize=None)
-def _entries_for(device: int) -> tuple:
-    """The measured shapes that stand for this device: its own, or a same-compute-capability GPU's."""
+def _lender(device: int):
+    """The tuned GPU whose entries stand for this device: its own name, or a same-compute-capability GPU's; None."""
     info = _sgemm.device_info(device)
     devices = tuned_devices()
     if info["name"] in devices:
-        return tuple(devices[info["name"]][1])
-    for name in sorted(devices):
-        if devices[name][0] == tuple(info["compute_capability"]):
-            return tuple(devices[name][1])
-    return ()
+        return info["name"]
+    return next((name for name in sorted(devices) if devices[name][0] == tuple(info["compute_capability"])), None)
+
+
+@functools.lru_cache(maxsize=None)
+def _entries_for(device: int) -> tuple:
+    """The measured shapes that stand for this device: its own, or a same-compute-capability GPU's."""
+    lender = _lender(device)
+    return tuple(tuned_devices()[lender][1]) if lender is not None else ()
 
 
 def _ratio(x, e) -> float:
@@ -123,14 +126,19 @@ def _distance(m, n, k, entry) -> float:
     return _ratio(m, em) + _ratio(n, en) + _ratio(k, ek) + _alignment_step(m, n, k, entry)
 
 
+def _nearest_single(entries, m: int, n: int, k: int):
+    """The measured single product nearest to m x n x k among entries, or None where there is none."""
+    singles = [entry for entry in entries if _count(entry) == 1]
+    return min(singles, key=lambda entry: _distance(m, n, k, entry)) if singles else None
+
+
 def pick(entries, m: int, n: int, k: int) -> str:
     """The kernel of the measured single product nearest to m x n x k, among entries (M, N, K, kernel[, batched,
     count]); cuBLAS when there are none or that kernel cannot take this M or N."""
-    singles = [entry for entry in entries if _count(entry) == 1]
-    if not singles:
+    nearest = _nearest_single(entries, m, n, k)
+    if nearest is None:
         return FALLBACK
-    kernel = min(singles, key=lambda entry: _distance(m, n, k, entry))[3]
-    return kernel if max(m, n) <= auto_candidates()[kernel] else FALLBACK
+    return nearest[3] if max(m, n) <= auto_candidates()[nearest[3]] else FALLBACK
 
 
 def _stack_distance(m, n, k, count, entry) -> float:
@@ -165,15 +173,12 @@ def choose(device: int, m: int, n: int, k: int, count: int = 1) -> str:
 def explain(device: int, m: int, n: int, k: int) -> str:
     """Why kernel="auto" runs what it runs for one m x n x k product on `device`, as a clause: "the fastest of the
     FP32-accurate kernels timed at 1024x1024x1024 on this GPU" and the like."""
-    info = _sgemm.device_info(device)
-    devices = tuned_devices()
-    lender = info["name"] if info["name"] in devices else next(
-        (name for name in sorted(devices) if devices[name][0] == tuple(info["compute_capability"])), None)
-    singles = [entry for entry in _entries_for(device) if _count(entry) == 1]
-    if not singles:
-        return f"this GPU ({info['name']}) has no entry in the tuning table: cuBLAS (python -m fastsgemm.tune makes one)"
-    nearest = min(singles, key=lambda entry: _distance(m, n, k, entry))
-    whose = "this GPU" if lender == info["name"] else f"{lender}, a tuned GPU of the same compute capability"
+    name = _sgemm.device_info(device)["name"]
+    nearest = _nearest_single(_entries_for(device), m, n, k)
+    if nearest is None:
+        return f"this GPU ({name}) has no entry in the tuning table: cuBLAS (python -m fastsgemm.tune makes one)"
+    lender = _lender(device)
+    whose = "this GPU" if lender == name else f"{lender}, a tuned GPU of the same compute capability"
     why = f"the fastest of the FP32-accurate kernels timed at {nearest[0]}x{nearest[1]}x{nearest[2]} on {whose}"
     kernel = choose(device, m, n, k)
     if kernel != nearest[3]:
