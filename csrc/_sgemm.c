@@ -17,6 +17,7 @@
 
 #include <cublas_v2.h>  // CUBLAS_VER_MAJOR (the wheel's cublas_api.h may only be included through it)
 #include <structmember.h>
+#include <limits.h>
 #include <string.h>
 
 /* ---- module state (extension.h) ---- */
@@ -494,7 +495,7 @@ static PyObject *copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     operand dst, src;
     int have_dst = 0, have_src = 0;
-    saved_context previous_device = {NULL, 0};
+    saved_context previous_device = {NULL, 0, -1};
     cudaStream_t stream;
     if (stream_from_object(args[2], &stream) < 0) goto exit;
     if (parse_operand(st, args[0], "dst", 1, &dst) < 0) goto exit;
@@ -695,14 +696,40 @@ static PyObject *device_info(PyObject *module, PyObject *arg) {
                          (Py_ssize_t)p.sharedMemPerBlockOptin, "driver_version", driver, "runtime_version", runtime);
 }
 
-static PyObject *synchronize(PyObject *module, PyObject *arg) {
+/* The optional device argument of synchronize and stream_wait: None (or absent) for the thread's current one. */
+static int optional_device(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t at, int *device) {
+    *device = -1;
+    if (nargs <= at || args[at] == Py_None) return 0;
+    const long d = PyLong_AsLong(args[at]);
+    if (d == -1 && PyErr_Occurred()) return -1;
+    if (d < 0 || d > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "device %ld is not a CUDA device ordinal", d);
+        return -1;
+    }
+    *device = (int)d;
+    return 0;
+}
+
+/* synchronize(stream, device=None): waits for the stream's work. The legacy default stream (0) and the per-thread
+ * one (None) are the device's own: `device` names it, where the thread's current device may be another GPU's. */
+static PyObject *synchronize(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = get_state(module);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "synchronize(stream, device=None) takes 1 or 2 arguments");
+        return NULL;
+    }
     cudaStream_t stream;
-    if (stream_from_object(arg, &stream) < 0) return NULL;
+    int device;
+    if (stream_from_object(args[0], &stream) < 0 || optional_device(args, nargs, 1, &device) < 0) return NULL;
+    if (refuse_in_forked_child(st) < 0) return NULL;
+    saved_context previous;
+    if (enter_device(st, device, &previous) < 0) return NULL;
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
     err = cudaStreamSynchronize(stream);
     Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "cudaStreamSynchronize");
+    leave_device(&previous);
+    if (err != cudaSuccess) return raise_cuda_error(st, err, "cudaStreamSynchronize");
     Py_RETURN_NONE;
 }
 
@@ -725,6 +752,7 @@ cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer) {
 static PyObject *stream_capturing(PyObject *module, PyObject *arg) {
     cudaStream_t stream;
     if (stream_from_object(arg, &stream) < 0) return NULL;
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(stream, &status);
     if (err == cudaErrorStreamCaptureImplicit) {
@@ -735,17 +763,25 @@ static PyObject *stream_capturing(PyObject *module, PyObject *arg) {
     return PyBool_FromLong(status != cudaStreamCaptureStatusNone);
 }
 
-/* stream_wait(consumer, producer): later work on `consumer` waits for all
- * work queued so far on `producer`, without blocking the host. */
+/* stream_wait(consumer, producer, device=None): later work on `consumer` waits for all work queued so far on
+ * `producer`, without blocking the host; the event that links them is made on `device` (the streams' GPU). */
 static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "stream_wait(consumer, producer) takes 2 arguments");
+    module_state *st = get_state(module);
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "stream_wait(consumer, producer, device=None) takes 2 or 3 arguments");
         return NULL;
     }
     cudaStream_t consumer, producer;
-    if (stream_from_object(args[0], &consumer) < 0 || stream_from_object(args[1], &producer) < 0) return NULL;
+    int device;
+    if (stream_from_object(args[0], &consumer) < 0 || stream_from_object(args[1], &producer) < 0 ||
+        optional_device(args, nargs, 2, &device) < 0)
+        return NULL;
+    if (refuse_in_forked_child(st) < 0) return NULL;
+    saved_context previous;
+    if (enter_device(st, device, &previous) < 0) return NULL;
     cudaError_t err = order_streams(consumer, producer);
-    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "ordering two streams");
+    leave_device(&previous);
+    if (err != cudaSuccess) return raise_cuda_error(st, err, "ordering two streams");
     Py_RETURN_NONE;
 }
 
@@ -1014,6 +1050,7 @@ static PyObject *set_device_memory_limit(PyObject *module, PyObject *const *args
         }
         limit = value;
     }
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;  // its pools' locks may have been held at the fork
     fsg_memory_set_limit(device, limit);
     // The pools already made follow the limit: what they keep between calls stays within it.
     for (int d = 0; d < FSG_MAX_COUNTED_DEVICES; ++d) {
@@ -1104,11 +1141,13 @@ static PyMethodDef module_methods[] = {
      "reset_device_memory_peak(device): restart the peak from what is in use (-1: every device)"},
     {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},
     {"device_info", device_info, METH_O, "device_info(ordinal) -> dict of device properties"},
-    {"synchronize", synchronize, METH_O, "synchronize(stream): wait for the stream's work (None: per-thread)"},
+    {"synchronize", (PyCFunction)(void (*)(void))synchronize, METH_FASTCALL,
+     "synchronize(stream, device=None): wait for the stream's work (None: per-thread) on device (None: current)"},
     {"stream_capturing", stream_capturing, METH_O,
      "stream_capturing(stream) -> whether work queued on it now would be captured into a CUDA graph"},
     {"stream_wait", (PyCFunction)(void (*)(void))stream_wait, METH_FASTCALL,
-     "stream_wait(consumer, producer): order consumer after producer's queued work"},
+     "stream_wait(consumer, producer, device=None): order consumer after producer's queued work, on device "
+     "(None: the current one)"},
     {"dlpack_import", dlpack_import, METH_O, "dlpack_import(capsule) -> (holder, ptr, shape, strides, ...)"},
     {"dlpack_export", dlpack_export, METH_VARARGS, "dlpack_export(owner, ptr, rows, cols, rs, cs, ...) -> capsule"},
     {NULL, NULL, 0, NULL},

@@ -79,13 +79,15 @@ void *driver_function(const char *name);
 
 /* What enter_device found on the calling thread, for leave_device to put back. */
 typedef struct saved_context {
-    void *context; /* the thread's CUcontext before the call; NULL: none was current */
-    int switched;  /* whether enter_device made another context current */
+    void *context;      /* the thread's CUcontext before the call; NULL: none was current */
+    int switched;       /* whether enter_device made another context current */
+    int runtime_device; /* without the driver's entry points: the runtime's device to set back (-1: none) */
 } saved_context;
 
 /* Makes a context of `device` current on the calling thread, whatever thread it is and whether or not any
  * context is current there: the one already current if it is that device's, else the device's primary context.
- * device < 0: nothing. Returns 0, or -1 with CudaError set. */
+ * device < 0 (host work): nothing, also in a forked child. Returns 0, or -1 with CudaError set (in a child forked
+ * after CUDA was initialized, for any device). */
 int enter_device(module_state *st, int device, saved_context *saved);
 /* enter_device with no exception: cudaSuccess or the error (for deallocators, which must not raise). */
 cudaError_t switch_device(int device, saved_context *saved);

@@ -577,6 +577,9 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         PyErr_SetString(PyExc_TypeError, "sgemm_fast(A, B, C, out, alpha, beta, kernel) takes 7 arguments");
         return NULL;
     }
+    // In a child forked after CUDA was initialized the fast path would ask the runtime before any check: the
+    // general path runs instead (the cpu rung works there, a GPU call raises CudaError saying why).
+    if (forked_child()) Py_RETURN_NOTIMPLEMENTED;
     module_state *st = get_state(module);
     fast_state *fs = &st->fast;
     PyObject *objs[4] = {args[0], args[1], args[3], args[2]}; /* a, b, out, c: run_gemm's order */
@@ -645,13 +648,16 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
             if (Py_TYPE(buffer) == st->device_buffer) device_buffer_read_on((DeviceBuffer *)buffer, stream);
             Py_DECREF(buffer);
         }
-        // Wait for the last writers of the other operands.
+        // Wait for the last writers of the other operands, with an event made on the operands' GPU.
         for (int i = 1; i < 4; ++i) {
             if (streams[i] == NULL || streams[i] == Py_None) continue;
             void *producer = PyLong_AsVoidPtr(streams[i]);
             if (producer == NULL && PyErr_Occurred()) goto error;
             if (canonical_stream((cudaStream_t)producer) == canonical_stream(stream)) continue;
+            saved_context previous;
+            if (enter_device(st, device, &previous) < 0) goto error;
             const cudaError_t err = order_streams(stream, (cudaStream_t)producer);
+            leave_device(&previous);
             if (err != cudaSuccess) {
                 raise_cuda_error(st, err, "ordering two streams");
                 goto error;
@@ -702,6 +708,7 @@ PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "matmul_fast(A, B, out, kernel) takes 4 arguments");
         return NULL;
     }
+    if (forked_child()) Py_RETURN_NOTIMPLEMENTED;  // as in sgemm_fast
     module_state *st = get_state(module);
     fast_state *fs = &st->fast;
     PyObject *objs[3] = {args[0], args[1], args[2]}; /* a, b, out */
