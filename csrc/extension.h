@@ -3,10 +3,14 @@
  * the operand and kernel structs, and the helpers that turn CUDA failures into
  * Python exceptions and run one GEMM with the GIL released.
  *
- * csrc/_sgemm.c defines the module and these helpers; csrc/fast_call.c holds
- * the per-call fast path (sgemm on torch, CuPy, DeviceArray and NumPy
- * operands read in C), csrc/dlpack.c the DLPack capsule protocol and
- * csrc/timing.c the benchmark's timing harness.
+ * csrc/_sgemm.c is the module and calls down into the others; none calls up
+ * into it, and no two call each other (tests/test_c_layers.py). The helpers
+ * declared here live in csrc/call.c (operands, kernels, running a GEMM),
+ * csrc/errors.c, csrc/device_context.c, csrc/allocation.c and
+ * csrc/device_buffer.c; csrc/fast_call.c holds the per-call fast path
+ * (sgemm on torch, CuPy, DeviceArray and NumPy operands read in C),
+ * csrc/dlpack.c the DLPack capsule protocol and csrc/timing.c the
+ * benchmark's timing harness.
  */
 #ifndef FASTSGEMM_EXTENSION_H
 #define FASTSGEMM_EXTENSION_H
@@ -67,6 +71,11 @@ typedef struct DeviceBuffer {
                    read it: freed only after the device has synchronized */
     int counted; /* its bytes are in fastsgemm's device memory count (kernels/support/device_memory.c) */
 } DeviceBuffer;
+
+/* csrc/device_buffer.c: the type's spec, and what a device memory limit asks of the result pools (what one keeps
+ * between calls stays within the limit). */
+extern PyType_Spec device_buffer_spec;
+cudaError_t result_pool_follow_limit(int device);
 
 /* Marks a pooled buffer as read on `stream`: one the legacy default stream does not order (a non-blocking
  * stream) makes its free wait for the whole device (csrc/_sgemm.c, "DeviceBuffer"). */
