@@ -258,26 +258,11 @@ int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step) {
     return 1;
 }
 
-void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi) {
-    const int64_t reach[3] = {(m->rows - 1) * m->rs, (m->cols - 1) * m->cs, (count - 1) * step};
-    *lo = *hi = (int64_t)(uintptr_t)m->ptr;
-    for (int i = 0; i < 3; ++i) {
-        if (reach[i] < 0) *lo += reach[i] * (int64_t)sizeof(float);
-        else *hi += reach[i] * (int64_t)sizeof(float);
-    }
-    *hi += sizeof(float);
-}
-
 int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
                              const int64_t steps[3]) {
-    int64_t out_lo, out_hi;
-    stack_span(out, count, steps[2], &out_lo, &out_hi);
     const fsg_matrix *inputs[2] = {a, b};
     for (int i = 0; i < 2; ++i) {
-        if (inputs[i]->rows == 0 || inputs[i]->cols == 0) continue;  // K == 0: names no memory
-        int64_t lo, hi;
-        stack_span(inputs[i], count, steps[i], &lo, &hi);
-        if (lo < out_hi && out_lo < hi) {
+        if (fsg_stacks_overlap(inputs[i], count, steps[i], out, count, steps[2])) {
             PyErr_Format(PyExc_ValueError, "out overlaps %s in a stack of products; compute into a new array",
                          i == 0 ? "A" : "B");
             return 1;

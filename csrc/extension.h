@@ -195,10 +195,6 @@ int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out
 int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
               cudaStream_t stream);
 
-/* [lo, hi): the addresses the elements of a stack of `count` matrices m,
- * `step` elements apart, lie in (device operands whose extents were checked,
- * so nothing overflows). */
-void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi);
 /* 1 with ValueError when a stack's results reach memory its A's or B's do (steps: A's, B's, out's), else 0. */
 int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
                              const int64_t steps[3]);

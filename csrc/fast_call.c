@@ -688,11 +688,7 @@ cleanup:
 /* Whether out's stack and an input's share any address: the general path then computes into a temporary. */
 static int stacks_overlap(const operand *x, int64_t x_count, int64_t x_step, const operand *out, int64_t count,
                           int64_t out_step) {
-    if (x->mat.rows == 0 || x->mat.cols == 0) return 0;  // K == 0: names no memory
-    int64_t lo, hi, out_lo, out_hi;
-    stack_span(&x->mat, x_count, x_step, &lo, &hi);
-    stack_span(&out->mat, count, out_step, &out_lo, &out_hi);
-    return lo < out_hi && out_lo < hi;
+    return fsg_stacks_overlap(&x->mat, x_count, x_step, &out->mat, count, out_step);
 }
 
 /* numpy.matmul on torch CUDA tensors or CuPy arrays of 2 or 3 dimensions, at
