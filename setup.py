@@ -135,6 +135,9 @@ extension = Extension(
     include_dirs=["csrc", "kernels"],
     libraries=["cudart_static", "stdc++", "dl", "rt", "pthread"],
     extra_compile_args=C_FLAGS,
+    # Symbols that static archives bring (the CUDA runtime's, and C++ runtime pieces where a toolchain links them
+    # statically) stay inside the module, as -fvisibility=hidden keeps ours: it exports PyInit__sgemm alone.
+    extra_link_args=["-Wl,--exclude-libs,ALL"],
     depends=[p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.h"), *ROOT.glob("kernels/**/*.h"))],
 )
 

@@ -50,10 +50,25 @@ def finite_class(name, rng):
 
 FINITE = ["subnormal results", "subnormal inputs", "2^120 range within a row"]
 
+# The known gap (issue 45, part 2; docs/guarantees.md): the three-product TF32 kernels lose accuracy where results
+# or inputs are subnormal. A subnormal input's low part lies below TF32's smallest number, and the tensor cores'
+# sums of products near FP32's smallest lose what FP32's round-to-nearest FFMAs keep. Strict: the day a fix lands,
+# these pass, and the mark must go.
+SUBNORMAL_GAP = ("tf32x3", "auto")
+
+
+def finite_params():
+    params = []
+    for name in FINITE:
+        for kernel in KERNELS:
+            gap = name.startswith("subnormal") and kernel.values[0].startswith(SUBNORMAL_GAP)
+            marks = [*kernel.marks, *([pytest.mark.xfail(strict=True, reason="issue 45, part 2")] if gap else [])]
+            params.append(pytest.param(name, kernel.values[0], marks=marks, id=f"{name}-{kernel.id}"))
+    return params
+
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("name", FINITE)
+@pytest.mark.parametrize("name, kernel", finite_params())
 def test_finite_classes_are_fp32_accurate(kernel, name):
     rng = np.random.default_rng([45, FINITE.index(name)])
     A, B = finite_class(name, rng)
