@@ -35,8 +35,11 @@ FILE_ARCHS = {"kernels/ladder/14_tf32.cu": "90a", "kernels/ladder/15_tf32x3.cu":
               "kernels/ladder/16_tf32x3_regs.cu": "90a", "kernels/ladder/17_ozaki.cu": "90a",
               "kernels/ladder/18_tf32x3_inplace.cu": "90a", "kernels/ladder/20_tf32_tma.cu": "90a"}
 
-NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Wno-deprecated-gpu-targets"]
-C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
+# Hidden by default: the module exports PyInit__sgemm alone (PyMODINIT_FUNC marks it), so none of its helpers can
+# clash with, or be bound to, another library's symbols of the same name in the process.
+NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+              "-Wno-deprecated-gpu-targets"]
+C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers", "-fvisibility=hidden"]
 
 
 def find_runtime_requirements():
@@ -132,6 +135,9 @@ extension = Extension(
     include_dirs=["csrc", "kernels"],
     libraries=["cudart_static", "stdc++", "dl", "rt", "pthread"],
     extra_compile_args=C_FLAGS,
+    # Symbols that static archives bring (the CUDA runtime's, and C++ runtime pieces where a toolchain links them
+    # statically) stay inside the module, as -fvisibility=hidden keeps ours: it exports PyInit__sgemm alone.
+    extra_link_args=["-Wl,--exclude-libs,ALL"],
     depends=[p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("csrc/*.h"), *ROOT.glob("kernels/**/*.h"))],
 )
 

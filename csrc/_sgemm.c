@@ -1,12 +1,18 @@
 /*
  * fastsgemm._sgemm: the C extension under the fastsgemm package.
  *
- * It does what must touch memory or CUDA: validating and holding the
- * operands' memory, running a rung through csrc/operands.c with the GIL
- * released, device buffers, device queries, and turning every CUDA failure
- * into a Python exception. The DLPack capsule protocol is in csrc/dlpack.c,
- * the benchmark's timing harness in csrc/timing.c. Argument normalisation
- * and friendly messages for users live in python/fastsgemm/.
+ * This file is the module: its table, its state, the DeviceBuffer type made
+ * from its spec, and the module's functions, which call down into the rest
+ * and are called by none of it (tests/test_c_layers.py). Below it:
+ * csrc/fast_call.c (sgemm and matmul read and run in one C call),
+ * csrc/timing.c (the benchmark's timing harness), csrc/dlpack.c (the capsule
+ * protocol), csrc/device_buffer.c (DeviceBuffer and its result pools),
+ * csrc/call.c (operands, kernel choice, one GEMM or a stack with the GIL
+ * released), csrc/allocation.c (an operand's memory checked against its
+ * allocation), csrc/device_context.c (the calling thread's CUDA context),
+ * csrc/operands.c (layouts, staging, split K) and csrc/errors.c (CUDA
+ * failures as Python exceptions). Argument normalisation and friendly
+ * messages for users live in python/fastsgemm/.
  *
  * Private interface: an operand is either an object exporting the buffer
  * protocol (host memory) or a tuple (pointer, rows, cols, row_stride,
@@ -17,6 +23,7 @@
 
 #include <cublas_v2.h>  // CUBLAS_VER_MAJOR (the wheel's cublas_api.h may only be included through it)
 #include <structmember.h>
+#include <limits.h>
 #include <string.h>
 
 /* ---- module state (extension.h) ---- */
@@ -37,363 +44,6 @@ static int module_clear(PyObject *module) {
 }
 
 static void module_free(void *module) { module_clear((PyObject *)module); }
-
-/* ---- errors ---- */
-
-/* Errors after which the CUDA context is lost for good in this process. */
-static int is_sticky(cudaError_t err) {
-    switch (err) {
-    case cudaErrorIllegalAddress:
-    case cudaErrorLaunchFailure:
-    case cudaErrorHardwareStackError:
-    case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress:
-    case cudaErrorInvalidAddressSpace:
-    case cudaErrorInvalidPc:
-    case cudaErrorAssert:
-    case cudaErrorLaunchTimeout:
-    case cudaErrorECCUncorrectable: return 1;
-    default: return 0;
-    }
-}
-
-/* Raises the Python exception for a CUDA error met while doing `what`:
- * MemoryError for an allocation failure, CudaError (with .code and
- * .cuda_name) for everything else. Always returns NULL. */
-PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) {
-    const char *name = cudaGetErrorName(err), *text = cudaGetErrorString(err);
-    if (err == cudaErrorMemoryAllocation) {
-        char refusal[256];
-        if (fsg_memory_refusal(refusal, sizeof refusal))  // the limit said no, not the driver
-            PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s: %s", what, refusal);
-        else
-            PyErr_Format(PyExc_MemoryError, "fastsgemm: out of memory during %s (%s: %s)", what, name, text);
-        return NULL;
-    }
-    const char *hint = is_sticky(err) ? " This error is sticky: the CUDA context of this process is lost and "
-                                        "every later CUDA call will fail; restart the Python process."
-                                      : "";
-    PyObject *msg = PyUnicode_FromFormat("CUDA error during %s: %s (%s, code %d).%s", what, text, name, (int)err, hint);
-    if (msg == NULL) return NULL;
-    PyObject *exc = PyObject_CallOneArg(st->cuda_error, msg);
-    Py_DECREF(msg);
-    if (exc == NULL) return NULL;
-    PyObject *code = PyLong_FromLong((long)err), *cuda_name = PyUnicode_FromString(name);
-    if (code != NULL && cuda_name != NULL && PyObject_SetAttrString(exc, "code", code) == 0 &&
-        PyObject_SetAttrString(exc, "cuda_name", cuda_name) == 0)
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-    Py_XDECREF(code);
-    Py_XDECREF(cuda_name);
-    Py_DECREF(exc);
-    return NULL;
-}
-
-/* ---- operands ---- */
-
-void release_operand(operand *op) {
-    if (op->has_view) PyBuffer_Release(&op->view);
-    op->has_view = 0;
-}
-
-/* Reads one operand: a device tuple or a host buffer of float32. */
-int parse_operand(module_state *st, PyObject *obj, const char *name, int writable, operand *op) {
-    memset(op, 0, sizeof *op);
-    op->device = -1;
-    if (PyTuple_Check(obj)) {
-        unsigned long long ptr;
-        long long rows, cols, rs, cs;
-        if (!PyArg_ParseTuple(obj, "KLLLL;device operand must be (pointer, rows, cols, row_stride, col_stride)", &ptr,
-                              &rows, &cols, &rs, &cs))
-            return -1;
-        if (rows < 0 || cols < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: negative dimension %lld x %lld", name, rows, cols);
-            return -1;
-        }
-        op->mat = (fsg_matrix){.ptr = (float *)(uintptr_t)ptr, .rows = rows, .cols = cols, .rs = rs, .cs = cs,
-                               .side = FSG_DEVICE};
-        if (rows > 0 && cols > 0 && check_device_operand(st, &op->mat, name, &op->device) < 0) return -1;
-        return 0;
-    }
-
-    const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, &op->view, flags) < 0) return -1;
-    op->has_view = 1;
-    const Py_buffer *v = &op->view;
-    const char *fmt = v->format != NULL ? v->format : "B";
-    if (!(strcmp(fmt, "f") == 0 || strcmp(fmt, "<f") == 0 || strcmp(fmt, "=f") == 0) || v->itemsize != 4) {
-        PyErr_Format(PyExc_TypeError, "%s: expected native float32 data, got buffer format '%s'", name, fmt);
-        goto fail;
-    }
-    if (v->ndim != 2) {
-        PyErr_Format(PyExc_ValueError, "%s: expected a 2-D matrix, got %d dimensions", name, v->ndim);
-        goto fail;
-    }
-    if (v->strides[0] % 4 != 0 || v->strides[1] % 4 != 0 || (uintptr_t)v->buf % 4 != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: data or strides not aligned to 4 bytes; pass a copy", name);
-        goto fail;
-    }
-    op->mat = (fsg_matrix){.ptr = v->buf, .rows = v->shape[0], .cols = v->shape[1], .rs = v->strides[0] / 4,
-                           .cs = v->strides[1] / 4, .side = FSG_HOST};
-    return 0;
-fail:
-    release_operand(op);
-    return -1;
-}
-
-int stream_from_object(PyObject *obj, cudaStream_t *stream) {
-    if (obj == Py_None) {
-        *stream = cudaStreamPerThread;
-        return 0;
-    }
-    void *p = PyLong_AsVoidPtr(obj);
-    if (p == NULL && PyErr_Occurred()) return -1;
-    *stream = (cudaStream_t)p;
-    return 0;
-}
-
-/* ---- kernels: a rung, or one of its configurations ---- */
-
-int choose_kernel(long index, long config, kernel_choice *choice) {
-    if (index < 0 || index >= fsg_rung_count) {
-        PyErr_Format(PyExc_ValueError, "no rung number %ld in the registry", index);
-        return -1;
-    }
-    const fsg_rung *rung = &fsg_rungs[index];
-    if (config < -1 || config >= rung->config_count) {
-        PyErr_Format(PyExc_ValueError, "rung '%s' has no configuration number %ld", rung->name, config);
-        return -1;
-    }
-    choice->rung = rung;
-    if (config < 0) {
-        choice->launch = rung->launch;
-        choice->max_dim = rung->max_dim;
-        choice->launch_batch = rung->launch_batch;
-        snprintf(choice->name, sizeof choice->name, "%s", rung->name);
-    } else {
-        choice->launch = rung->configs[config].launch;
-        choice->max_dim = rung->configs[config].max_dim;
-        choice->launch_batch = rung->configs[config].launch_batch;
-        snprintf(choice->name, sizeof choice->name, "%s:%s", rung->name, rung->configs[config].name);
-    }
-    return 0;
-}
-
-/* A configuration index of -1 also means the rung's own launcher. */
-int parse_kernel(PyObject *obj, kernel_choice *choice) {
-    long index, config = -1;
-    if (PyTuple_Check(obj)) {
-        if (!PyArg_ParseTuple(obj, "ll;a kernel is a rung index or (rung index, configuration index)", &index, &config))
-            return -1;
-    } else {
-        index = PyLong_AsLong(obj);
-        if (index == -1 && PyErr_Occurred()) return -1;
-    }
-    return choose_kernel(index, config, choice);
-}
-
-/* ---- running one GEMM ---- */
-
-/* What every call checks before it runs, with the GIL held: one side for all
- * operands, one GPU for the device ones (its ordinal in *device, -1 for host
- * operands), a kernel that runs on that side and takes this M and N. Returns
- * 0, or -1 with ValueError set. */
-static int check_placement(const kernel_choice *kernel, const operand *ops, int count, int *device) {
-    static const char *const names[4] = {"A", "B", "out", "C"};
-    const fsg_matrix *a = &ops[0].mat;
-    int device_of = -1;
-    *device = -1;
-    // The work runs on the operands' GPU, whichever is current; they must all live on that one.
-    for (int i = 0; i < count; ++i) {
-        if (ops[i].mat.side != a->side) {
-            PyErr_SetString(PyExc_ValueError, "host and device operands cannot be mixed in one call");
-            return -1;
-        }
-        if (ops[i].device >= 0 && *device >= 0 && ops[i].device != *device) {
-            PyErr_Format(PyExc_ValueError,
-                         "operands live on different CUDA devices: %s on device %d, %s on device %d; put them on one",
-                         names[device_of], *device, names[i], ops[i].device);
-            return -1;
-        }
-        if (ops[i].device >= 0 && *device < 0) *device = ops[i].device, device_of = i;
-    }
-    if (kernel->rung->device == FSG_DEVICE_CPU && a->side == FSG_DEVICE) {
-        PyErr_Format(PyExc_ValueError, "kernel '%s' runs on the host and takes host arrays, not device arrays",
-                     kernel->rung->name);
-        return -1;
-    }
-    const int64_t m = ops[2].mat.rows, n = ops[2].mat.cols;
-    if (m > kernel->max_dim || n > kernel->max_dim) {
-        PyErr_Format(PyExc_ValueError, "kernel '%s' handles M and N up to %lld; got M=%lld, N=%lld", kernel->name,
-                     (long long)kernel->max_dim, (long long)m, (long long)n);
-        return -1;
-    }
-    return 0;
-}
-
-/* Raises what a failed launch returned; -1. */
-/* How to get the cuBLAS this build was compiled for (cublas_api.h's major version): its wheel, whose name lost
- * the -cuNN suffix from CUDA 13 on. */
-#define FSG_VERSION_TEXT_(x) #x
-#define FSG_VERSION_TEXT(x) FSG_VERSION_TEXT_(x)
-#if CUBLAS_VER_MAJOR >= 13
-#define CUBLAS_WHEEL "'nvidia-cublas==" FSG_VERSION_TEXT(CUBLAS_VER_MAJOR) ".*'"
-#else
-#define CUBLAS_WHEEL "nvidia-cublas-cu" FSG_VERSION_TEXT(CUBLAS_VER_MAJOR)
-#endif
-
-/* The exception for a rung's CUDA error while `doing` it ("sgemm", "timing"): for the cuBLAS rungs, where cuBLAS
- * could not be opened, the reason and how to install it. Returns -1. */
-int raise_kernel_error(module_state *st, const kernel_choice *kernel, cudaError_t err, const char *doing) {
-    char what[1400];
-    const char *cublas_failure = err == cudaErrorSharedObjectInitFailed && strncmp(kernel->name, "cublas", 6) == 0
-                                     ? fsg_cublas_load_failure()
-                                     : NULL;
-    if (cublas_failure != NULL)
-        snprintf(what, sizeof what,
-                 "%s with kernel '%s': cuBLAS could not be loaded (%s); install it with `python -m pip install "
-                 CUBLAS_WHEEL "`, put the CUDA Toolkit's library directory on LD_LIBRARY_PATH, or name the "
-                 "library in FASTSGEMM_CUBLAS_LIBRARY",
-                 doing, kernel->name, cublas_failure);
-    else
-        snprintf(what, sizeof what, "%s with kernel '%s'", doing, kernel->name);
-    raise_cuda_error(st, err, what);
-    return -1;
-}
-
-/* ValueError (1) for an out that names some memory twice: every such element would receive whichever write came
- * last. 0 otherwise. */
-static int refuse_overlapping_out(const fsg_matrix *out) {
-    if (!fsg_elements_overlap(out)) return 0;
-    PyErr_Format(PyExc_ValueError,
-                 "out's elements overlap: shape (%lld, %lld) with strides (%lld, %lld) elements names some "
-                 "memory twice; pass an out whose elements are distinct",
-                 (long long)out->rows, (long long)out->cols, (long long)out->rs, (long long)out->cs);
-    return 1;
-}
-
-int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, const fsg_matrix *c) {
-    if (a->cols != b->rows || a->rows != out->rows || b->cols != out->cols ||
-        (c != NULL && (c->rows != out->rows || c->cols != out->cols))) {
-        PyErr_Format(PyExc_ValueError, "shapes do not agree: A %lld x %lld, B %lld x %lld, out %lld x %lld",
-                     (long long)a->rows, (long long)a->cols, (long long)b->rows, (long long)b->cols,
-                     (long long)out->rows, (long long)out->cols);
-        return 0;
-    }
-    return 1;
-}
-
-int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int count, double alpha, double beta,
-             cudaStream_t stream) {
-    const fsg_rung *rung = kernel->rung;
-    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat, *c = count == 4 ? &ops[3].mat : NULL;
-    if (rung->device == FSG_DEVICE_CUDA && refuse_in_forked_child(st) < 0) return -1;
-    if (!shapes_agree(a, b, out, c)) return -1;
-    if (beta != 0.0 && c == NULL) {
-        PyErr_SetString(PyExc_ValueError, "beta != 0 needs a C matrix");
-        return -1;
-    }
-    if (refuse_overlapping_out(out)) return -1;
-    int device;
-    if (check_placement(kernel, ops, count, &device) < 0) return -1;
-    saved_context previous_device;
-    if (enter_device(st, device, &previous_device) < 0) return -1;
-    cudaError_t err;
-    if (rung->device == FSG_DEVICE_CPU) {
-        // Host work can take minutes: run in panels so that Ctrl-C stops it (csrc/interruptible.c).
-        if (run_host_gemm_interruptible(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream,
-                                        &err) < 0) {
-            leave_device(&previous_device);
-            return -1;
-        }
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        err = fsg_run_gemm(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream);
-        Py_END_ALLOW_THREADS
-    }
-    leave_device(&previous_device);
-    return err != cudaSuccess ? raise_kernel_error(st, kernel, err, "sgemm") : 0;
-}
-
-/* Whether the elements of a stack of `count` matrices m, `step` apart, are
- * all distinct, proved the simple way: with its dimensions in order of stride
- * size, each stride passes the span of the smaller ones. False may be a false
- * alarm (an interleaving that happens to miss), never a wrong yes. */
-int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step) {
-    int64_t extent[3] = {m->rows, m->cols, count}, stride[3] = {m->rs, m->cs, step};
-    for (int i = 0; i < 3; ++i) stride[i] = stride[i] < 0 ? -stride[i] : stride[i];
-    for (int i = 1; i < 3; ++i)  // insertion sort by stride
-        for (int j = i; j > 0 && stride[j] < stride[j - 1]; --j) {
-            int64_t t = stride[j]; stride[j] = stride[j - 1]; stride[j - 1] = t;
-            t = extent[j]; extent[j] = extent[j - 1]; extent[j - 1] = t;
-        }
-    int64_t span = 0;  // the largest offset the smaller dimensions reach
-    for (int i = 0; i < 3; ++i) {
-        if (extent[i] <= 1) continue;
-        if (stride[i] <= span) return 0;
-        if (__builtin_mul_overflow(extent[i] - 1, stride[i], &extent[i]) || __builtin_add_overflow(span, extent[i], &span))
-            return 0;
-    }
-    return 1;
-}
-
-void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi) {
-    const int64_t reach[3] = {(m->rows - 1) * m->rs, (m->cols - 1) * m->cs, (count - 1) * step};
-    *lo = *hi = (int64_t)(uintptr_t)m->ptr;
-    for (int i = 0; i < 3; ++i) {
-        if (reach[i] < 0) *lo += reach[i] * (int64_t)sizeof(float);
-        else *hi += reach[i] * (int64_t)sizeof(float);
-    }
-    *hi += sizeof(float);
-}
-
-int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
-                             const int64_t steps[3]) {
-    int64_t out_lo, out_hi;
-    stack_span(out, count, steps[2], &out_lo, &out_hi);
-    const fsg_matrix *inputs[2] = {a, b};
-    for (int i = 0; i < 2; ++i) {
-        if (inputs[i]->rows == 0 || inputs[i]->cols == 0) continue;  // K == 0: names no memory
-        int64_t lo, hi;
-        stack_span(inputs[i], count, steps[i], &lo, &hi);
-        if (lo < out_hi && out_lo < hi) {
-            PyErr_Format(PyExc_ValueError, "out overlaps %s in a stack of products; compute into a new array",
-                         i == 0 ? "A" : "B");
-            return 1;
-        }
-    }
-    return 0;
-}
-
-int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
-              cudaStream_t stream) {
-    const fsg_matrix *a = &ops[0].mat, *b = &ops[1].mat, *out = &ops[2].mat;
-    if (kernel->rung->device == FSG_DEVICE_CUDA && refuse_in_forked_child(st) < 0) return -1;
-    if (!shapes_agree(a, b, out, NULL)) return -1;
-    if (count < 0) {
-        PyErr_Format(PyExc_ValueError, "a stack of %lld products", (long long)count);
-        return -1;
-    }
-    if (count == 0 || out->rows == 0 || out->cols == 0) return 0;
-    if (refuse_overlapping_out(out)) return -1;
-    if (refuse_stack_over_inputs(a, b, out, count, steps)) return -1;
-    int device;
-    if (check_placement(kernel, ops, 3, &device) < 0) return -1;
-    if (a->side != FSG_DEVICE) {
-        PyErr_SetString(PyExc_ValueError, "a stack of products in one call takes device operands");
-        return -1;
-    }
-    saved_context previous_device;
-    if (enter_device(st, device, &previous_device) < 0) return -1;
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    // A stack whose out may name an element twice runs product by product, in order, the last write winning.
-    const bool in_order = !stack_distinct(out, count, steps[2]);
-    err = fsg_run_batch(kernel->rung, kernel->launch, kernel->launch_batch, kernel->max_dim, in_order, a, b, out, count,
-                        steps[0], steps[1], steps[2], stream);
-    Py_END_ALLOW_THREADS
-    leave_device(&previous_device);
-    return err != cudaSuccess ? raise_kernel_error(st, kernel, err, "sgemm") : 0;
-}
 
 /* ---- gemm(kernel, a, b, c, out, alpha, beta, stream) ---- */
 
@@ -494,7 +144,7 @@ static PyObject *copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     operand dst, src;
     int have_dst = 0, have_src = 0;
-    saved_context previous_device = {NULL, 0};
+    saved_context previous_device = {NULL, 0, -1};
     cudaStream_t stream;
     if (stream_from_object(args[2], &stream) < 0) goto exit;
     if (parse_operand(st, args[0], "dst", 1, &dst) < 0) goto exit;
@@ -695,28 +345,41 @@ static PyObject *device_info(PyObject *module, PyObject *arg) {
                          (Py_ssize_t)p.sharedMemPerBlockOptin, "driver_version", driver, "runtime_version", runtime);
 }
 
-static PyObject *synchronize(PyObject *module, PyObject *arg) {
+/* The optional device argument of synchronize and stream_wait: None (or absent) for the thread's current one. */
+static int optional_device(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t at, int *device) {
+    *device = -1;
+    if (nargs <= at || args[at] == Py_None) return 0;
+    const long d = PyLong_AsLong(args[at]);
+    if (d == -1 && PyErr_Occurred()) return -1;
+    if (d < 0 || d > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "device %ld is not a CUDA device ordinal", d);
+        return -1;
+    }
+    *device = (int)d;
+    return 0;
+}
+
+/* synchronize(stream, device=None): waits for the stream's work. The legacy default stream (0) and the per-thread
+ * one (None) are the device's own: `device` names it, where the thread's current device may be another GPU's. */
+static PyObject *synchronize(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    module_state *st = get_state(module);
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "synchronize(stream, device=None) takes 1 or 2 arguments");
+        return NULL;
+    }
     cudaStream_t stream;
-    if (stream_from_object(arg, &stream) < 0) return NULL;
+    int device;
+    if (stream_from_object(args[0], &stream) < 0 || optional_device(args, nargs, 1, &device) < 0) return NULL;
+    if (refuse_in_forked_child(st) < 0) return NULL;
+    saved_context previous;
+    if (enter_device(st, device, &previous) < 0) return NULL;
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
     err = cudaStreamSynchronize(stream);
     Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "cudaStreamSynchronize");
+    leave_device(&previous);
+    if (err != cudaSuccess) return raise_cuda_error(st, err, "cudaStreamSynchronize");
     Py_RETURN_NONE;
-}
-
-cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer) {
-    if (consumer == producer) return cudaSuccess;
-    cudaEvent_t event;
-    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-    if (err == cudaSuccess) {
-        err = cudaEventRecord(event, producer);
-        if (err == cudaSuccess) err = cudaStreamWaitEvent(consumer, event, 0);
-        cudaError_t destroyed = cudaEventDestroy(event);  // safe: the wait keeps what it needs
-        if (err == cudaSuccess) err = destroyed;
-    }
-    return err;
 }
 
 /* stream_capturing(stream) -> whether work queued on `stream` now would be
@@ -725,6 +388,7 @@ cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer) {
 static PyObject *stream_capturing(PyObject *module, PyObject *arg) {
     cudaStream_t stream;
     if (stream_from_object(arg, &stream) < 0) return NULL;
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     const cudaError_t err = cudaStreamIsCapturing(stream, &status);
     if (err == cudaErrorStreamCaptureImplicit) {
@@ -735,251 +399,27 @@ static PyObject *stream_capturing(PyObject *module, PyObject *arg) {
     return PyBool_FromLong(status != cudaStreamCaptureStatusNone);
 }
 
-/* stream_wait(consumer, producer): later work on `consumer` waits for all
- * work queued so far on `producer`, without blocking the host. */
+/* stream_wait(consumer, producer, device=None): later work on `consumer` waits for all work queued so far on
+ * `producer`, without blocking the host; the event that links them is made on `device` (the streams' GPU). */
 static PyObject *stream_wait(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "stream_wait(consumer, producer) takes 2 arguments");
+    module_state *st = get_state(module);
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "stream_wait(consumer, producer, device=None) takes 2 or 3 arguments");
         return NULL;
     }
     cudaStream_t consumer, producer;
-    if (stream_from_object(args[0], &consumer) < 0 || stream_from_object(args[1], &producer) < 0) return NULL;
-    cudaError_t err = order_streams(consumer, producer);
-    if (err != cudaSuccess) return raise_cuda_error(get_state(module), err, "ordering two streams");
-    Py_RETURN_NONE;
-}
-
-/* ---- DeviceBuffer: device memory owned by a Python object ----
- *
- * Two kinds. DeviceBuffer(nbytes, device) is cudaMalloc'd and cudaFree'd:
- * the free waits for the whole device, so no work anywhere can still be
- * using it. A result the fast path makes on a stream the legacy default
- * stream orders (the legacy stream itself, the per-thread stream, or any
- * stream made without cudaStreamNonBlocking), outside a stream capture,
- * comes instead from a stream-ordered memory pool per device, and goes back
- * to it with cudaFreeAsync on the legacy default stream: ordered after all
- * work already queued on every such stream, with no synchronize and no
- * driver allocation per call (the pool keeps up to a 64th of the device's
- * memory between calls). What that order cannot see, a non-blocking stream
- * that fastsgemm read the buffer on, or any place its address went (the
- * array interfaces, DLPack, DeviceArray.ptr), marks it shared; a shared
- * buffer is freed after cudaDeviceSynchronize, as cudaFree would. */
-
-static cudaMemPool_t result_pools[64];  /* by device ordinal; guarded by the GIL */
-static uint64_t result_pool_keeps[64];  /* what each keeps between calls without a device memory limit */
-static char result_pool_failed[64];     /* made once and failed: cudaMalloc from then on */
-
-/* Under a device memory limit a result pool keeps at most the limit between calls (as the workspace pools). */
-static uint64_t result_pool_keeps_now(int device) {
-    const uint64_t limit = fsg_memory_limit(device);
-    return limit < result_pool_keeps[device] ? limit : result_pool_keeps[device];
-}
-
-/* Whether work queued on `stream` is ordered with the legacy default stream (both ways). */
-static int ordered_with_legacy(cudaStream_t stream) {
-    if (stream == (cudaStream_t)0 || stream == cudaStreamPerThread) return 1;
-    unsigned flags;
-    if (cudaStreamGetFlags(stream, &flags) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return (flags & cudaStreamNonBlocking) == 0;
-}
-
-/* Whether `stream` is being captured into a CUDA graph (an error counts as yes). */
-static int capturing(cudaStream_t stream) {
-    enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
-        cudaGetLastError();
-        return 1;
-    }
-    return capture != cudaStreamCaptureStatusNone;
-}
-
-void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream) {
-    // A captured read runs whenever, and on whatever stream, the graph is launched.
-    // Whether it is capturing is asked first: cudaStreamGetFlags is not for a stream under capture.
-    if (buffer->pooled && !buffer->shared && (capturing(stream) || !ordered_with_legacy(stream))) buffer->shared = 1;
-}
-
-/* Device memory from `device`'s result pool in stream order on `stream`, or
- * cudaErrorNotSupported when the pool cannot be used for it (the caller then
- * takes cudaMalloc): no pool, a stream outside the legacy stream's order, or
- * a stream being captured. */
-static cudaError_t pool_allocate(int device, cudaStream_t stream, size_t nbytes, void **ptr) {
-    if (device < 0 || device >= (int)(sizeof result_pools / sizeof result_pools[0]) || result_pool_failed[device] ||
-        capturing(stream) || !ordered_with_legacy(stream))
-        return cudaErrorNotSupported;
-    if (result_pools[device] == NULL) {
-        size_t free_bytes, total_bytes;
-        struct cudaMemPoolProps props = {0};
-        props.allocType = cudaMemAllocationTypePinned;
-        props.location.type = cudaMemLocationTypeDevice;
-        props.location.id = device;
-        cudaMemPool_t pool;
-        cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
-        if (err == cudaSuccess) err = cudaMemPoolCreate(&pool, &props);
-        if (err != cudaSuccess) {
-            cudaGetLastError();
-            result_pool_failed[device] = 1;
-            return cudaErrorNotSupported;
-        }
-        result_pool_keeps[device] = total_bytes / 64;
-        uint64_t keep = result_pool_keeps_now(device);
-        if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
-            cudaGetLastError();
-            (void)cudaMemPoolDestroy(pool);
-            result_pool_failed[device] = 1;
-            return cudaErrorNotSupported;
-        }
-        result_pools[device] = pool;
-    }
-    return cudaMallocFromPoolAsync(ptr, nbytes, result_pools[device], stream);
-}
-
-static PyObject *DeviceBuffer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    Py_ssize_t nbytes;
     int device;
-    PyObject *stream_obj = Py_None;
-    static char *keywords[] = {"nbytes", "device", "stream", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ni|O:DeviceBuffer", keywords, &nbytes, &device, &stream_obj))
+    if (stream_from_object(args[0], &consumer) < 0 || stream_from_object(args[1], &producer) < 0 ||
+        optional_device(args, nargs, 2, &device) < 0)
         return NULL;
-    if (nbytes < 0) {
-        PyErr_SetString(PyExc_ValueError, "DeviceBuffer: nbytes must be >= 0");
-        return NULL;
-    }
-    cudaStream_t stream = 0;
-    const int stream_ordered = stream_obj != Py_None;
-    if (stream_ordered && stream_from_object(stream_obj, &stream) < 0) return NULL;
-    module_state *st = PyType_GetModuleState(type);
-    if (st == NULL) return NULL;
-    DeviceBuffer *self = (DeviceBuffer *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->device = device;
-    self->nbytes = nbytes;
-    if (nbytes == 0) return (PyObject *)self;
-
+    if (refuse_in_forked_child(st) < 0) return NULL;
     saved_context previous;
-    if (enter_device(st, device, &previous) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    cudaError_t err = fsg_memory_take(device, (uint64_t)nbytes);
-    if (err != cudaSuccess) {
-        leave_device(&previous);
-        Py_DECREF(self);  // ptr is NULL: nothing is given back
-        return raise_cuda_error(st, err, "a DeviceBuffer's allocation");
-    }
-    self->counted = 1;
-    err = cudaErrorNotSupported;
-    if (stream_ordered) {
-        err = pool_allocate(device, stream, (size_t)nbytes, &self->ptr);
-        if (err != cudaSuccess) cudaGetLastError();  // not sticky (out of memory, say): cudaMalloc may still work
-        self->pooled = err == cudaSuccess;
-    }
-    if (!self->pooled) {
-        Py_BEGIN_ALLOW_THREADS
-        err = cudaMalloc(&self->ptr, (size_t)nbytes);
-        Py_END_ALLOW_THREADS
-    }
+    if (enter_device(st, device, &previous) < 0) return NULL;
+    cudaError_t err = order_streams(consumer, producer);
     leave_device(&previous);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        self->ptr = NULL;
-        Py_DECREF(self);  // gives the counted bytes back
-        return raise_cuda_error(st, err, "cudaMalloc");
-    }
-    return (PyObject *)self;
-}
-
-static void DeviceBuffer_dealloc(DeviceBuffer *self) {
-    PyTypeObject *type = Py_TYPE(self);
-    if (self->ptr != NULL && forked_child()) {
-        // The parent's memory, which this child cannot reach: left to the parent, uncounted here.
-        if (self->counted) fsg_memory_give(self->device, (uint64_t)self->nbytes);
-    } else if (self->ptr != NULL) {
-        saved_context previous;
-        const int on_device = switch_device(self->device, &previous) == cudaSuccess;
-        // Nobody is left to tell of a failure here, so errors are cleared, never raised.
-        cudaError_t err;
-        if (!self->pooled) {
-            err = cudaFree(self->ptr);  // waits for work still using the memory
-        } else if (!on_device) {
-            err = cudaErrorInvalidDevice;  // no legacy stream of its device to order the free on: left allocated
-        } else if (self->shared && (err = cudaDeviceSynchronize()) != cudaSuccess) {
-            // Work that may still read it could not be waited for (a capture forbids it, say): left allocated.
-        } else {
-            // On the legacy default stream: after all work queued so far on the streams it orders.
-            err = cudaFreeAsync(self->ptr, (cudaStream_t)0);
-        }
-        if (err != cudaSuccess) cudaGetLastError();
-        else if (self->counted) fsg_memory_give(self->device, (uint64_t)self->nbytes);  // what stays allocated stays counted
-        leave_device(&previous);
-    } else if (self->counted) {  // its allocation failed
-        fsg_memory_give(self->device, (uint64_t)self->nbytes);
-    }
-    type->tp_free((PyObject *)self);
-    Py_DECREF(type);
-}
-
-/* share(): its address is going somewhere fastsgemm cannot follow. */
-static PyObject *DeviceBuffer_share(DeviceBuffer *self, PyObject *unused) {
-    (void)unused;
-    self->shared = 1;
+    if (err != cudaSuccess) return raise_cuda_error(st, err, "ordering two streams");
     Py_RETURN_NONE;
 }
-
-static PyObject *DeviceBuffer_pooled(DeviceBuffer *self, void *closure) {
-    (void)closure;
-    return PyBool_FromLong(self->pooled);
-}
-
-static PyObject *DeviceBuffer_shared(DeviceBuffer *self, void *closure) {
-    (void)closure;
-    return PyBool_FromLong(self->shared);
-}
-
-static PyObject *DeviceBuffer_ptr(DeviceBuffer *self, void *closure) {
-    (void)closure;
-    return PyLong_FromVoidPtr(self->ptr);
-}
-
-static PyMemberDef DeviceBuffer_members[] = {
-    {"nbytes", T_PYSSIZET, offsetof(DeviceBuffer, nbytes), READONLY, "size in bytes"},
-    {"device", T_INT, offsetof(DeviceBuffer, device), READONLY, "CUDA device ordinal"},
-    {NULL},
-};
-
-static PyGetSetDef DeviceBuffer_getset[] = {
-    {"ptr", (getter)DeviceBuffer_ptr, NULL, "device address (0 when empty)", NULL},
-    {"pooled", (getter)DeviceBuffer_pooled, NULL, "from the stream-ordered result pool, not cudaMalloc", NULL},
-    {"shared", (getter)DeviceBuffer_shared, NULL, "freed only after a device synchronize", NULL},
-    {NULL},
-};
-
-static PyMethodDef DeviceBuffer_methods[] = {
-    {"share", (PyCFunction)DeviceBuffer_share, METH_NOARGS,
-     "share(): its address leaves fastsgemm's sight; it will be freed after a device synchronize"},
-    {NULL},
-};
-
-static PyType_Slot DeviceBuffer_slots[] = {
-    {Py_tp_new, DeviceBuffer_new},
-    {Py_tp_dealloc, DeviceBuffer_dealloc},
-    {Py_tp_members, DeviceBuffer_members},
-    {Py_tp_getset, DeviceBuffer_getset},
-    {Py_tp_methods, DeviceBuffer_methods},
-    {Py_tp_doc, "DeviceBuffer(nbytes, device, stream=None): device memory freed with the object; from cudaMalloc, "
-                "or with a stream the legacy default stream orders, from a stream-ordered pool."},
-    {0, NULL},
-};
-
-static PyType_Spec DeviceBuffer_spec = {
-    .name = "fastsgemm._sgemm.DeviceBuffer",
-    .basicsize = sizeof(DeviceBuffer),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
-    .slots = DeviceBuffer_slots,
-};
 
 /* ---- module ---- */
 
@@ -1014,15 +454,13 @@ static PyObject *set_device_memory_limit(PyObject *module, PyObject *const *args
         }
         limit = value;
     }
+    if (refuse_in_forked_child(get_state(module)) < 0) return NULL;  // its pools' locks may have been held at the fork
     fsg_memory_set_limit(device, limit);
     // The pools already made follow the limit: what they keep between calls stays within it.
     for (int d = 0; d < FSG_MAX_COUNTED_DEVICES; ++d) {
         if (device >= 0 && d != device) continue;
         cudaError_t err = fsg_workspace_pool_follow_limit(d);
-        if (err == cudaSuccess && result_pools[d] != NULL) {
-            uint64_t keep = result_pool_keeps_now(d);
-            err = cudaMemPoolSetAttribute(result_pools[d], cudaMemPoolAttrReleaseThreshold, &keep);
-        }
+        if (err == cudaSuccess) err = result_pool_follow_limit(d);
         if (err != cudaSuccess) {
             cudaGetLastError();
             return raise_cuda_error(get_state(module), err, "setting a memory pool's release threshold");
@@ -1104,11 +542,13 @@ static PyMethodDef module_methods[] = {
      "reset_device_memory_peak(device): restart the peak from what is in use (-1: every device)"},
     {"pointer_device", pointer_device, METH_O, "pointer_device(address) -> CUDA device ordinal owning it"},
     {"device_info", device_info, METH_O, "device_info(ordinal) -> dict of device properties"},
-    {"synchronize", synchronize, METH_O, "synchronize(stream): wait for the stream's work (None: per-thread)"},
+    {"synchronize", (PyCFunction)(void (*)(void))synchronize, METH_FASTCALL,
+     "synchronize(stream, device=None): wait for the stream's work (None: per-thread) on device (None: current)"},
     {"stream_capturing", stream_capturing, METH_O,
      "stream_capturing(stream) -> whether work queued on it now would be captured into a CUDA graph"},
     {"stream_wait", (PyCFunction)(void (*)(void))stream_wait, METH_FASTCALL,
-     "stream_wait(consumer, producer): order consumer after producer's queued work"},
+     "stream_wait(consumer, producer, device=None): order consumer after producer's queued work, on device "
+     "(None: the current one)"},
     {"dlpack_import", dlpack_import, METH_O, "dlpack_import(capsule) -> (holder, ptr, shape, strides, ...)"},
     {"dlpack_export", dlpack_export, METH_VARARGS, "dlpack_export(owner, ptr, rows, cols, rs, cs, ...) -> capsule"},
     {NULL, NULL, 0, NULL},
@@ -1121,7 +561,7 @@ static int module_exec(PyObject *module) {
         "A CUDA call failed. The message is CUDA's own; .code and .cuda_name hold the cudaError_t.",
         PyExc_RuntimeError, NULL);
     if (st->cuda_error == NULL || PyModule_AddObjectRef(module, "CudaError", st->cuda_error) < 0) return -1;
-    st->device_buffer = (PyTypeObject *)PyType_FromModuleAndSpec(module, &DeviceBuffer_spec, NULL);
+    st->device_buffer = (PyTypeObject *)PyType_FromModuleAndSpec(module, &device_buffer_spec, NULL);
     if (st->device_buffer == NULL || PyModule_AddType(module, st->device_buffer) < 0) return -1;
     return fast_state_init(&st->fast);
 }

@@ -40,7 +40,8 @@ static address_range_fn address_range;
  * expandable segments reserve about the GPU's memory and map it piece by
  * piece), so the mapped pieces are walked. One call for ordinary memory.
  * CUDA_SUCCESS with *mapped set, or the driver's error where the question
- * could not be asked (no usable context); any other refusal is an address
+ * could not be answered (no usable context, a context lost to a sticky
+ * error); CUDA_ERROR_INVALID_VALUE and CUDA_ERROR_NOT_FOUND are an address
  * the driver has nothing mapped at. */
 static CUresult all_mapped(CUdeviceptr first, CUdeviceptr last, bool *mapped) {
     *mapped = false;
@@ -48,10 +49,12 @@ static CUresult all_mapped(CUdeviceptr first, CUdeviceptr last, bool *mapped) {
         CUdeviceptr piece;
         size_t size = 0;
         const CUresult result = address_range(&piece, &size, at);
-        if (result == CUDA_ERROR_INVALID_CONTEXT || result == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
-            result == CUDA_ERROR_NOT_INITIALIZED || result == CUDA_ERROR_DEINITIALIZED)
-            return result;
-        if (result != CUDA_SUCCESS || size == 0) return CUDA_SUCCESS;
+        // The driver's answers for an address with nothing mapped; any other refusal is the question failing (a
+        // lost context answers CUDA_ERROR_ILLEGAL_ADDRESS, sticky, and must be reported as that, not as the
+        // operand's fault).
+        if (result == CUDA_ERROR_INVALID_VALUE || result == CUDA_ERROR_NOT_FOUND) return CUDA_SUCCESS;
+        if (result != CUDA_SUCCESS) return result;
+        if (size == 0) return CUDA_SUCCESS;
         at = piece + size;
     }
     *mapped = true;

@@ -88,12 +88,18 @@ static CUresult primary_context(int device, CUcontext *context) {
 cudaError_t switch_device(int device, saved_context *saved) {
     saved->context = NULL;
     saved->switched = 0;
+    saved->runtime_device = -1;
     if (device < 0) return cudaSuccess;
     if (forked_after_cuda) return cudaErrorInitializationError;
     if (device >= kMaxDevices || !have_driver_functions()) {
         // No driver to ask (none installed, or too old to answer), or more GPUs than remembered: the runtime's
-        // own switch, and its own error where there is no device.
-        const cudaError_t err = cudaSetDevice(device);
+        // own switch, its own error where there is no device, and the runtime's device put back after.
+        int current = -1;
+        cudaError_t err = cudaGetDevice(&current);
+        if (err == cudaSuccess && current != device) {
+            err = cudaSetDevice(device);
+            if (err == cudaSuccess) saved->runtime_device = current;
+        }
         if (err != cudaSuccess) cudaGetLastError();
         return err;
     }
@@ -119,7 +125,8 @@ cudaError_t switch_device(int device, saved_context *saved) {
 int enter_device(module_state *st, int device, saved_context *saved) {
     saved->context = NULL;
     saved->switched = 0;
-    if (refuse_in_forked_child(st) < 0) return -1;
+    saved->runtime_device = -1;
+    if (device >= 0 && refuse_in_forked_child(st) < 0) return -1;  // host work (the cpu rung) runs in any child
     const cudaError_t err = switch_device(device, saved);
     if (err == cudaSuccess) return 0;
     char what[96];
@@ -131,11 +138,13 @@ int enter_device(module_state *st, int device, saved_context *saved) {
 void leave_device(const saved_context *saved) {
     // The caller's context back, or none where it had none: the thread is left as it was found.
     if (saved->switched) context_set((CUcontext)saved->context);
+    if (saved->runtime_device >= 0 && cudaSetDevice(saved->runtime_device) != cudaSuccess) cudaGetLastError();
 }
 
 /* ---- a process forked after CUDA was initialized ---- */
 
 int cuda_initialized(void) {
+    if (forked_after_cuda) return 1;  // a child of such a child inherits the parent's state: the driver is not asked
     // Asked before a fork, so it must not initialize anything: the driver is looked at only where it is loaded
     // already, and every call but cuInit answers CUDA_ERROR_NOT_INITIALIZED until cuInit has run.
     void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);

@@ -3,10 +3,14 @@
  * the operand and kernel structs, and the helpers that turn CUDA failures into
  * Python exceptions and run one GEMM with the GIL released.
  *
- * csrc/_sgemm.c defines the module and these helpers; csrc/fast_call.c holds
- * the per-call fast path (sgemm on torch, CuPy, DeviceArray and NumPy
- * operands read in C), csrc/dlpack.c the DLPack capsule protocol and
- * csrc/timing.c the benchmark's timing harness.
+ * csrc/_sgemm.c is the module and calls down into the others; none calls up
+ * into it, and no two call each other (tests/test_c_layers.py). The helpers
+ * declared here live in csrc/call.c (operands, kernels, running a GEMM),
+ * csrc/errors.c, csrc/device_context.c, csrc/allocation.c and
+ * csrc/device_buffer.c; csrc/fast_call.c holds the per-call fast path
+ * (sgemm on torch, CuPy, DeviceArray and NumPy operands read in C),
+ * csrc/dlpack.c the DLPack capsule protocol and csrc/timing.c the
+ * benchmark's timing harness.
  */
 #ifndef FASTSGEMM_EXTENSION_H
 #define FASTSGEMM_EXTENSION_H
@@ -68,6 +72,11 @@ typedef struct DeviceBuffer {
     int counted; /* its bytes are in fastsgemm's device memory count (kernels/support/device_memory.c) */
 } DeviceBuffer;
 
+/* csrc/device_buffer.c: the type's spec, and what a device memory limit asks of the result pools (what one keeps
+ * between calls stays within the limit). */
+extern PyType_Spec device_buffer_spec;
+cudaError_t result_pool_follow_limit(int device);
+
 /* Marks a pooled buffer as read on `stream`: one the legacy default stream does not order (a non-blocking
  * stream) makes its free wait for the whole device (csrc/_sgemm.c, "DeviceBuffer"). */
 void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream);
@@ -79,13 +88,15 @@ void *driver_function(const char *name);
 
 /* What enter_device found on the calling thread, for leave_device to put back. */
 typedef struct saved_context {
-    void *context; /* the thread's CUcontext before the call; NULL: none was current */
-    int switched;  /* whether enter_device made another context current */
+    void *context;      /* the thread's CUcontext before the call; NULL: none was current */
+    int switched;       /* whether enter_device made another context current */
+    int runtime_device; /* without the driver's entry points: the runtime's device to set back (-1: none) */
 } saved_context;
 
 /* Makes a context of `device` current on the calling thread, whatever thread it is and whether or not any
  * context is current there: the one already current if it is that device's, else the device's primary context.
- * device < 0: nothing. Returns 0, or -1 with CudaError set. */
+ * device < 0 (host work): nothing, also in a forked child. Returns 0, or -1 with CudaError set (in a child forked
+ * after CUDA was initialized, for any device). */
 int enter_device(module_state *st, int device, saved_context *saved);
 /* enter_device with no exception: cudaSuccess or the error (for deallocators, which must not raise). */
 cudaError_t switch_device(int device, saved_context *saved);
@@ -184,10 +195,6 @@ int shapes_agree(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out
 int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64_t count, const int64_t steps[3],
               cudaStream_t stream);
 
-/* [lo, hi): the addresses the elements of a stack of `count` matrices m,
- * `step` elements apart, lie in (device operands whose extents were checked,
- * so nothing overflows). */
-void stack_span(const fsg_matrix *m, int64_t count, int64_t step, int64_t *lo, int64_t *hi);
 /* 1 with ValueError when a stack's results reach memory its A's or B's do (steps: A's, B's, out's), else 0. */
 int refuse_stack_over_inputs(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix *out, int64_t count,
                              const int64_t steps[3]);

@@ -577,6 +577,9 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         PyErr_SetString(PyExc_TypeError, "sgemm_fast(A, B, C, out, alpha, beta, kernel) takes 7 arguments");
         return NULL;
     }
+    // In a child forked after CUDA was initialized the fast path would ask the runtime before any check: the
+    // general path runs instead (the cpu rung works there, a GPU call raises CudaError saying why).
+    if (forked_child()) Py_RETURN_NOTIMPLEMENTED;
     module_state *st = get_state(module);
     fast_state *fs = &st->fast;
     PyObject *objs[4] = {args[0], args[1], args[3], args[2]}; /* a, b, out, c: run_gemm's order */
@@ -645,13 +648,16 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
             if (Py_TYPE(buffer) == st->device_buffer) device_buffer_read_on((DeviceBuffer *)buffer, stream);
             Py_DECREF(buffer);
         }
-        // Wait for the last writers of the other operands.
+        // Wait for the last writers of the other operands, with an event made on the operands' GPU.
         for (int i = 1; i < 4; ++i) {
             if (streams[i] == NULL || streams[i] == Py_None) continue;
             void *producer = PyLong_AsVoidPtr(streams[i]);
             if (producer == NULL && PyErr_Occurred()) goto error;
             if (canonical_stream((cudaStream_t)producer) == canonical_stream(stream)) continue;
+            saved_context previous;
+            if (enter_device(st, device, &previous) < 0) goto error;
             const cudaError_t err = order_streams(stream, (cudaStream_t)producer);
+            leave_device(&previous);
             if (err != cudaSuccess) {
                 raise_cuda_error(st, err, "ordering two streams");
                 goto error;
@@ -682,11 +688,7 @@ cleanup:
 /* Whether out's stack and an input's share any address: the general path then computes into a temporary. */
 static int stacks_overlap(const operand *x, int64_t x_count, int64_t x_step, const operand *out, int64_t count,
                           int64_t out_step) {
-    if (x->mat.rows == 0 || x->mat.cols == 0) return 0;  // K == 0: names no memory
-    int64_t lo, hi, out_lo, out_hi;
-    stack_span(&x->mat, x_count, x_step, &lo, &hi);
-    stack_span(&out->mat, count, out_step, &out_lo, &out_hi);
-    return lo < out_hi && out_lo < hi;
+    return fsg_stacks_overlap(&x->mat, x_count, x_step, &out->mat, count, out_step);
 }
 
 /* numpy.matmul on torch CUDA tensors or CuPy arrays of 2 or 3 dimensions, at
@@ -702,6 +704,7 @@ PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "matmul_fast(A, B, out, kernel) takes 4 arguments");
         return NULL;
     }
+    if (forked_child()) Py_RETURN_NOTIMPLEMENTED;  // as in sgemm_fast
     module_state *st = get_state(module);
     fast_state *fs = &st->fast;
     PyObject *objs[3] = {args[0], args[1], args[2]}; /* a, b, out */

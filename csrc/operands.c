@@ -57,21 +57,30 @@ fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld) {
     return FSG_OTHER_LAYOUT;
 }
 
-/* First and one-past-last byte address a view touches. */
-static void byte_span(const fsg_matrix *m, uintptr_t *lo, uintptr_t *hi) {
-    const int64_t down = (m->rows - 1) * m->rs, across = (m->cols - 1) * m->cs;
-    const int64_t first = min64(0, down) + min64(0, across), last = max64(0, down) + max64(0, across);
+/* First and one-past-last byte address a stack of `count` views m, `step`
+ * elements apart, touches (one view: count 1). The operands' extents were
+ * checked before (csrc/allocation.c for device memory, the buffer protocol
+ * for host memory), so nothing here overflows. */
+static void byte_span(const fsg_matrix *m, int64_t count, int64_t step, uintptr_t *lo, uintptr_t *hi) {
+    const int64_t down = (m->rows - 1) * m->rs, across = (m->cols - 1) * m->cs, along = (count - 1) * step;
+    const int64_t first = min64(0, down) + min64(0, across) + min64(0, along);
+    const int64_t last = max64(0, down) + max64(0, across) + max64(0, along);
     *lo = (uintptr_t)m->ptr + (uintptr_t)(first * (int64_t)sizeof(float));
     *hi = (uintptr_t)m->ptr + (uintptr_t)((last + 1) * (int64_t)sizeof(float));
 }
 
-bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y) {
-    if (x->rows == 0 || x->cols == 0 || y->rows == 0 || y->cols == 0 || x->side != y->side) return false;
+bool fsg_stacks_overlap(const fsg_matrix *x, int64_t x_count, int64_t x_step, const fsg_matrix *y, int64_t y_count,
+                        int64_t y_step) {
+    if (x->rows == 0 || x->cols == 0 || x_count == 0 || y->rows == 0 || y->cols == 0 || y_count == 0 ||
+        x->side != y->side)
+        return false;  // an empty view names no memory; host and device addresses are different spaces
     uintptr_t xlo, xhi, ylo, yhi;
-    byte_span(x, &xlo, &xhi);
-    byte_span(y, &ylo, &yhi);
+    byte_span(x, x_count, x_step, &xlo, &xhi);
+    byte_span(y, y_count, y_step, &ylo, &yhi);
     return xlo < yhi && ylo < xhi;
 }
+
+bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y) { return fsg_stacks_overlap(x, 1, 0, y, 1, 0); }
 
 /* |x|, with -2^63 (a stride no memory can have) counted as 2^63 - 1. */
 static int64_t magnitude(int64_t x) { return x >= 0 ? x : x == INT64_MIN ? INT64_MAX : -x; }
@@ -420,7 +429,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
     if (err) goto exit;
     if (out->side == FSG_HOST && work == FSG_DEVICE) {  // while the GPU computes, fault in out's pages
         uintptr_t lo, hi;
-        byte_span(out, &lo, &hi);
+        byte_span(out, 1, 0, &lo, &hi);
         // Only where out fills most of its span: a narrow view of a huge array would commit the whole array.
         if (hi - lo <= 2 * sizeof(float) * (size_t)(m * n)) fsg_prefault_host((void *)lo, hi - lo);
     }

@@ -29,8 +29,12 @@ typedef enum fsg_layout { FSG_ROW_MAJOR, FSG_COL_MAJOR, FSG_OTHER_LAYOUT } fsg_l
  * or neither. */
 fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld);
 
-/* Whether the memory spans of two views intersect. */
+/* Whether the memory spans of two views intersect: the one overlap test of
+ * the extension, for single views and for stacks of `count` views `step`
+ * elements apart alike (empty views and views on different sides never do). */
 bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y);
+bool fsg_stacks_overlap(const fsg_matrix *x, int64_t x_count, int64_t x_step, const fsg_matrix *y, int64_t y_count,
+                        int64_t y_step);
 
 /* Whether two views are one: the same memory in the same layout (C given as
  * out itself is BLAS's in-place update, not an alias). */

@@ -403,7 +403,7 @@ def test_device_array_over_anything_but_its_buffer_is_a_type_error(buffer):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(2,), (1, 2, 3), "ab", 5])
+@pytest.mark.parametrize("shape", [(2,), (1, 2, 3), "ab", "12", (2.0, 2), 5])
 def test_device_array_shape_must_be_two_integers(shape):
     with pytest.raises(TypeError, match="two integers"):
         fastsgemm.DeviceArray(_sgemm.DeviceBuffer(64, 0), shape)

@@ -248,3 +248,17 @@ def test_sdist_manifest_names_what_a_build_needs():
     manifest = (ROOT / "MANIFEST.in").read_text()
     for needed in ("build_cuda.py", "recursive-include csrc", "recursive-include kernels"):
         assert needed in manifest
+
+
+def test_the_module_exports_its_init_function_alone():
+    """Every helper of the extension is hidden (setup.py's -fvisibility=hidden): nothing but PyInit__sgemm can
+    clash with another library's symbol of the same name. Data symbols the linker itself adds are not counted."""
+    import shutil
+
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("needs nm (binutils)")
+    listed = subprocess.run([nm, "-D", "--defined-only", fastsgemm._sgemm.__file__], capture_output=True,
+                            text=True, check=True).stdout
+    functions = sorted(line.split()[-1] for line in listed.splitlines() if line.split()[1:2] in (["T"], ["W"]))
+    assert functions == ["PyInit__sgemm"], functions

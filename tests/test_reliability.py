@@ -77,8 +77,10 @@ def test_no_leaks_on_the_host_path():
     A, B, C = random_matrix(rng, 24, 16), random_matrix(rng, 16, 20), random_matrix(rng, 24, 20)
     out = np.empty((24, 20), np.float32)
     counts = [sys.getrefcount(x) for x in (A, B, C, out)]
-    for _ in range(500):  # warm-up: allocator pools settle
+    for _ in range(500):  # warm-up: allocator pools settle, and what the error path imports on first use is in
         fastsgemm.sgemm(A, B, C, beta=1.0, out=out, kernel="cpu")
+    with pytest.raises(TypeError):
+        fastsgemm.sgemm(A, B.astype(np.float64), kernel="cpu")
     gc.collect()
     before = _resident_bytes()
     for i in range(10_000):

@@ -201,9 +201,26 @@ def autograd(device, how):
     check(gb.cpu(), a.T, grad, "dB")
 
 
+def current_context():
+    """The calling thread's current CUDA context as the driver sees it (None: none), asked through ctypes so that
+    nothing of fastsgemm's is involved."""
+    import ctypes
+
+    driver = ctypes.CDLL("libcuda.so.1")
+    context = ctypes.c_void_p()
+    result = driver.cuCtxGetCurrent(ctypes.byref(context))
+    if result == 3:  # CUDA_ERROR_NOT_INITIALIZED: no context anywhere yet
+        return None
+    if result != 0:
+        raise RuntimeError(f"cuCtxGetCurrent failed with CUresult {result}")
+    return context.value
+
+
 def run_on(thread_kind, call):
     """Runs call() on a thread of the kind; returns what the thread's current device was before and after."""
     def observed():
+        if current_context() is not None:  # else the scenario would not test what it is for
+            raise AssertionError("a CUDA context was current on the thread before fastsgemm's call")
         before = _sgemm.current_device()
         finish = call()
         after = _sgemm.current_device()

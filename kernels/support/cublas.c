@@ -231,6 +231,9 @@ static void free_workspace(thread_handle *th) {
 
 static void destroy_thread_handle(void *p) {
     thread_handle *th = p;
+    // On the handle's own GPU: the thread (ending, or the main thread at exit) may have no context current, and
+    // the runtime would otherwise make one on its default GPU, which the process may never have used.
+    if (cudaSetDevice(th->device) != cudaSuccess) (void)cudaGetLastError();
     cublas.destroy(th->handle);  // at thread exit there is no one to tell of a failure
     free_workspace(th);
     free(th);

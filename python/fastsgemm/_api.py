@@ -211,8 +211,10 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
         if op is not None and op.shape != (m, n):
             raise ValueError(f"{op.name} must have shape {(m, n)} for A {a.shape} @ B {b.shape}, got {op.shape}")
 
-    if choice is None:  # for the operands' GPU (the first that names one), which the work runs on
-        choice = auto_choice_on(next((d for d in map(operand_device, operands) if d is not None), None), m, n, k)
+    # The operands' GPU (the first that names one), which the work runs on; None for host operands and empty ones.
+    device = next((d for d in map(operand_device, operands) if d is not None), None) if a.side == CUDA else None
+    if choice is None:
+        choice = auto_choice_on(device, m, n, k)
 
     if o is None:
         result = empty_like_framework(a, (m, n))
@@ -223,14 +225,14 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
     if stream is not None:
         for op in operands:
             if op.producer_stream is not None:
-                _sgemm.stream_wait(stream, op.producer_stream)
+                _sgemm.stream_wait(stream, op.producer_stream, device)
     _sgemm.gemm(choice, a.core, b.core, c.core if c is not None else None, o.core, alpha, beta, stream)
 
     if isinstance(result, DeviceArray):
         record_writer(result, stream)
     if any(op.keep_alive for op in operands):
         # DLPack producers may free their memory once their deleter runs: finish the work first.
-        _sgemm.synchronize(stream)
+        _sgemm.synchronize(stream, device)
     return result
 
 

@@ -9,6 +9,8 @@ without a copy (``cupy.asarray(d)``, ``torch.from_dlpack(d)``), and
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import _sgemm
@@ -31,7 +33,7 @@ class DeviceArray:
                 f"or DLPack object to fastsgemm.sgemm directly"
             )
         try:
-            rows, cols = (int(n) for n in shape)
+            rows, cols = (operator.index(n) for n in shape)
         except (TypeError, ValueError):
             raise TypeError(f"shape must be two integers (rows, cols), got {shape!r}") from None
         if rows < 0 or cols < 0 or rows * cols * 4 > buffer.nbytes:
@@ -131,7 +133,7 @@ class DeviceArray:
             self_or_copy = self
         if stream is not None and stream != -1 and self._stream is not None:
             # The consumer will read on `stream`: make it wait for our last write.
-            _sgemm.stream_wait(stream, self._stream)
+            _sgemm.stream_wait(stream, self._stream, self.device)
         versioned = max_version is not None and max_version[0] >= 1
         rows, cols = self._shape
         self_or_copy._buffer.share()  # its consumer may read it on any stream, later

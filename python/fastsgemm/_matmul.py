@@ -197,12 +197,12 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, device, stream):
         axes = sorted(([-2] if len(x.shape) == 1 else []) + ([-1] if len(y.shape) == 1 else []))
         (t_shape, t_strides), (o_shape, o_strides) = _matrix_view(temporary, axes), _matrix_view(o, axes)
         if o.producer_stream is not None:
-            _sgemm.stream_wait(stream, o.producer_stream)
+            _sgemm.stream_wait(stream, o.producer_stream, device)
         for index in np.ndindex(*t_shape[:-2]):
             views = [(op.ptr + 4 * sum(i * s for i, s in zip(index, st[:-2])), m, n, st[-2], st[-1])
                      for op, st in ((o, o_strides), (temporary, t_strides))]
             _sgemm.copy(views[0], views[1], stream)
-        return _finish(o.source, o, stream)
+        return _finish(o.source, o, stream, device)
     a_shape, a_strides = _matrix_view(x, [-2] if len(x.shape) == 1 else [])
     b_shape, b_strides = _matrix_view(y, [-1] if len(y.shape) == 1 else [])
     out_axes = ([-2] if len(x.shape) == 1 else []) + ([-1] if len(y.shape) == 1 else [])
@@ -214,24 +214,24 @@ def _device_matmul(x, y, o, batch, m, k, n, shape, choice, device, stream):
         outer, outer_steps, inner, inner_steps = _runs(batch, steps)
         for op in (x, y, o):
             if op.producer_stream is not None:
-                _sgemm.stream_wait(stream, op.producer_stream)
+                _sgemm.stream_wait(stream, op.producer_stream, device)
         strides = (a_strides[-2:], b_strides[-2:], o_strides[-2:])
         for index in np.ndindex(*outer):
             firsts = [ptr + 4 * sum(i * s for i, s in zip(index, offsets))
                       for ptr, offsets in zip((x.ptr, y.ptr, o.ptr), outer_steps)]
             _run_stack(choice, firsts, strides, m, k, n, inner, inner_steps, stream)
     if x.keep_alive or y.keep_alive:
-        _sgemm.synchronize(stream)  # DLPack producers may free their memory once their deleter runs
-    return _finish(result if result is not None else o.source, o, stream)
+        _sgemm.synchronize(stream, device)  # DLPack producers may free their memory once their deleter runs
+    return _finish(result if result is not None else o.source, o, stream, device)
 
 
-def _finish(result, o, stream):
+def _finish(result, o, stream, device):
     """The result, its last writer recorded (a DeviceArray), the work finished first where a DLPack producer
     may free out's memory once it is let go."""
     if isinstance(result, DeviceArray):
         record_writer(result, stream)
     if o.keep_alive:
-        _sgemm.synchronize(stream)
+        _sgemm.synchronize(stream, device)
     return result
 
 
