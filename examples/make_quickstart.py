@@ -1,6 +1,7 @@
 """Writes examples/quickstart.ipynb from the cells below, without outputs (run it, then execute the notebook
 where its outputs should come from: `jupyter nbconvert --to notebook --execute --inplace
-examples/quickstart.ipynb`, or tests/test_notebook.py's way with nbclient).
+examples/quickstart.ipynb`, or tests/test_notebook.py's way with nbclient). The committed notebook carries the
+outputs of one such run on an H100, so that a reader sees what each cell prints before running it.
 
     python examples/make_quickstart.py
 """

@@ -46,6 +46,7 @@ def main() -> int:
 
     rng = np.random.default_rng(0)
     failures = 0
+    width = max(len(k.name) for k in rungs)
     bounds = fastsgemm._registry.ERROR_BOUND
     print(f"\ncheck against float64 NumPy (relative Frobenius error, must be <= {bounds['fp32']:g}, "
           f"or {bounds['tf32']:g} for the rungs that round to TF32):")
@@ -57,16 +58,16 @@ def main() -> int:
             worst = max(worst, relative_error(fastsgemm.sgemm(A, B, kernel=k.name), A.astype(np.float64) @ B))
         ok = worst <= bounds[k.precision]
         failures += not ok
-        print(f"  {k.name:<12} worst {worst:.2e}  {'ok' if ok else 'FAILED'}")
+        print(f"  {k.name:<{width}} worst {worst:.2e}  {'ok' if ok else 'FAILED'}")
 
     if fastsgemm.cuda_available():
         n = TIMING_SIZE
         print(f"\nthe ladder at {n}^3 on device memory (CUDA events, median of 10, random inputs):")
-        print(f"  {'kernel':<12} {'ms':>9} {'GFLOP/s':>9} {'% of cuBLAS':>12}")
+        print(f"  {'kernel':<{width}} {'ms':>9} {'GFLOP/s':>9} {'% of cuBLAS':>12}")
         rows = [fastsgemm.benchmark(k.name, n, n, n, repeats=10, warmup=2, check=False) for k in rungs if k.device == "cuda"]
         base = next(r for r in rows if r["kernel"] == "cublas")["gflops"]
         for r in rows:
-            print(f"  {r['kernel']:<12} {r['median_ms']:9.3f} {r['gflops']:9.0f} {100 * r['gflops'] / base:11.1f}%")
+            print(f"  {r['kernel']:<{width}} {r['median_ms']:9.3f} {r['gflops']:9.0f} {100 * r['gflops'] / base:11.1f}%")
     else:
         n = 256
         A = rng.standard_normal((n, n), dtype=np.float32)
