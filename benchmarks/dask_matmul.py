@@ -52,7 +52,7 @@ def meta_of(args, **extra):
     import fastsgemm
 
     info = fastsgemm.device_info(0)
-    return {"device": info["name"], "gpus": fastsgemm._sgemm.device_count(), "n": args.n, "chunk": args.chunk,
+    return {"device": info["name"], "gpus": fastsgemm.device_count(), "n": args.n, "chunk": args.chunk,
             "repeats": args.repeats, "scheduler": "threads", "dask": dask.__version__,
             "fastsgemm": fastsgemm.__version__, **extra}
 
@@ -154,7 +154,7 @@ def gpus(args):
     import fastsgemm.dask
 
     n, chunk, flops = args.n, args.chunk, 2.0 * args.n ** 3
-    count = fastsgemm._sgemm.device_count()
+    count = fastsgemm.device_count()
     with cupy.cuda.Device(0):
         a, b = device_inputs(n)
     x, y = da.from_array(a, chunks=chunk, asarray=False), da.from_array(b, chunks=chunk, asarray=False)

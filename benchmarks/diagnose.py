@@ -3,10 +3,9 @@ benchmark's cuBLAS check see a real difference. Prints what it finds."""
 import numpy as np
 
 import fastsgemm
-from fastsgemm import _sgemm
-from fastsgemm._benchmark import random_device_matrix
+from fastsgemm.testing import random_device_matrix
 
-a = random_device_matrix(256, 256, 1, 0).numpy()
+a = random_device_matrix(256, 256, seed=1).numpy()
 print("fill: min %.4f max %.4f mean %.4f zeros %d" % (a.min(), a.max(), a.mean(), (a == 0).sum()))
 for name in ("naive", "tile2d", "vectorized"):
     r = fastsgemm.benchmark(name, 512, 512, 512, repeats=3)

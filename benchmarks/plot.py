@@ -19,7 +19,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import fastsgemm  # noqa: E402
-from fastsgemm._registry import uses_tensor_cores  # noqa: E402
 
 MARKERS = "osD^v<>ph*XP"
 
@@ -38,7 +37,7 @@ def panels():
     for k in fastsgemm.kernels():
         if k.rung is None or k.device != "cuda":
             continue
-        (tensor if uses_tensor_cores(k) else simt).append(k.name)
+        (tensor if k.tensor_cores else simt).append(k.name)
     return simt, tensor
 
 

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import fastsgemm
-from fastsgemm._registry import uses_tensor_cores
 from fastsgemm.bench import auto_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,7 +155,7 @@ def numerics_table(path=RESULTS.parent / "numerics-h200.json"):
     error = {(r["kernel"], r["K"]): r["rel_error"] for r in rows}
     # The SIMT ladder rungs give the same bits (same summation order); cpu may differ in the last place.
     ladder = [k.name for k in fastsgemm.kernels()
-              if k.rung is not None and not uses_tensor_cores(k) and (k.name, ks[0]) in error]
+              if k.rung is not None and not k.tensor_cores and (k.name, ks[0]) in error]
     others = [name for k in fastsgemm.kernels() if k.name not in ladder and k.name != "cublas" and k.device == "cuda"
               for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs)) if (name, ks[0]) in error]
     header = [f"ladder rungs (`{ladder[0]}` and the rest)", "cuBLAS FP32", "ratio", *(f"`{n}`" for n in others)]

@@ -2,6 +2,10 @@
 registry, matrices in every layout, and the float64 reference check.
 
 Seeds are fixed so failures reproduce; set FASTSGEMM_TEST_SEED to draw others.
+
+Tests reach the package through its public API and fastsgemm.testing (error bounds, random device matrices).
+Private names appear only where a test is about that private piece itself: the tuner's and the registry's
+choices, the C entry points that forge lying operands or time a kernel, the build's own functions.
 """
 import os
 
@@ -9,10 +13,11 @@ import numpy as np
 import pytest
 
 import fastsgemm
+import fastsgemm.testing
 
 SEED = int(os.environ.get("FASTSGEMM_TEST_SEED", "20261122"))
-FP32_TOLERANCE = fastsgemm._registry.ERROR_BOUND["fp32"]  # relative Frobenius error against float64, K <= 4096
-TF32_TOLERANCE = fastsgemm._registry.ERROR_BOUND["tf32"]  # operands rounded to TF32
+FP32_TOLERANCE = fastsgemm.testing.ERROR_BOUND["fp32"]  # relative Frobenius error against float64, K <= 4096
+TF32_TOLERANCE = fastsgemm.testing.ERROR_BOUND["tf32"]  # operands rounded to TF32
 _PRECISION = {k.name: k.precision for k in fastsgemm.kernels()}
 
 
@@ -24,7 +29,7 @@ def tolerance(kernel):
 
 def pytest_runtest_setup(item):
     if item.get_closest_marker("gpu") is not None and not fastsgemm.cuda_available():
-        pytest.skip(f"needs a CUDA device: {fastsgemm._api.cuda_status()[1]}")
+        pytest.skip(f"needs a CUDA device: {fastsgemm.testing.why_no_gpu()}")
     if item.get_closest_marker("sanitizer") is not None and "sanitizer" not in item.config.getoption("markexpr"):
         pytest.skip("compute-sanitizer runs take minutes: opt in with -m sanitizer")
     if item.get_closest_marker("compiler") is not None and "compiler" not in item.config.getoption("markexpr"):

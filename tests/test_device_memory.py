@@ -51,7 +51,7 @@ def limited():
 
 @pytest.mark.gpu
 def test_the_environment_limit_applies_to_every_gpu():
-    code = ("import fastsgemm; n = fastsgemm._sgemm.device_count(); "
+    code = ("import fastsgemm; n = fastsgemm.device_count(); "
             "print([fastsgemm.device_memory(d)['limit'] for d in range(n)])")
     env = dict(os.environ, FASTSGEMM_DEVICE_MEMORY_LIMIT="256MiB")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -132,11 +132,11 @@ def test_limits_are_per_gpu_and_checked():
     with pytest.raises(ValueError, match="byte count"):
         fastsgemm.set_device_memory_limit("-5MB")
     with pytest.raises(ValueError, match="does not exist"):
-        fastsgemm.set_device_memory_limit(1 << 30, device=fastsgemm._sgemm.device_count())
+        fastsgemm.set_device_memory_limit(1 << 30, device=fastsgemm.device_count())
     try:
         fastsgemm.set_device_memory_limit("1GiB", device=0)
         assert fastsgemm.device_memory(0)["limit"] == 1 << 30
-        for other in range(1, fastsgemm._sgemm.device_count()):
+        for other in range(1, fastsgemm.device_count()):
             assert fastsgemm.device_memory(other)["limit"] is None
     finally:
         fastsgemm.set_device_memory_limit(None)

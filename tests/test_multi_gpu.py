@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 
 import fastsgemm
+import fastsgemm.testing
 from conftest import FP32_TOLERANCE
 
 
 def gpu_count():
-    return fastsgemm._sgemm.device_count() if fastsgemm.cuda_available() else 0
+    return fastsgemm.device_count()
 
 
 pytestmark = [pytest.mark.gpu,
@@ -25,10 +26,10 @@ def relative_error(value, a, b):
 def on_device_zero():
     """Device 0 current during the test, as a user's process has it; checked to be current still afterwards."""
     torch = pytest.importorskip("torch")  # to set the current device (the runtime's, shared by the process)
-    previous = fastsgemm._sgemm.current_device()
+    previous = fastsgemm.testing.current_device()
     torch.cuda.set_device(0)
     yield
-    assert fastsgemm._sgemm.current_device() == 0, "a call left another device current"
+    assert fastsgemm.testing.current_device() == 0, "a call left another device current"
     torch.cuda.set_device(previous)
 
 
@@ -64,7 +65,7 @@ def test_the_other_gpus_current_stream_orders_the_work(rng, on_device_zero):
         ta.copy_(host_a, non_blocking=True)
         tb.copy_(host_b, non_blocking=True)
         with torch.cuda.device(0):  # device 0 current again; device 1's current stream stays `side`
-            assert fastsgemm._sgemm.current_device() == 0
+            assert fastsgemm.testing.current_device() == 0
             results = [fastsgemm.sgemm(ta, tb), fastsgemm.matmul(ta, tb)]
         side.synchronize()
     for result in results:

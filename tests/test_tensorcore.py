@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fastsgemm
+import fastsgemm.testing
 from conftest import TRANSPOSE_IDS, TRANSPOSES, needs_hopper, random_matrix, reference
 
 pytestmark = pytest.mark.gpu
@@ -76,7 +77,7 @@ def test_hopper_wgmma_rungs_and_their_mma_sync_rungs_differ(kernel, mma_sync, rn
     exact = reference(A, B)
     default, ampere = fastsgemm.sgemm(A, B, kernel=kernel), fastsgemm.sgemm(A, B, kernel=mma_sync)
     assert not np.array_equal(default, ampere), f"{kernel} and {mma_sync} gave the same bits"
-    bound = fastsgemm._registry.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
+    bound = fastsgemm.testing.ERROR_BOUND[next(k.precision for k in fastsgemm.kernels() if k.name == kernel)]
     for result in (default, ampere):
         assert np.linalg.norm(result - exact) / np.linalg.norm(exact) < bound
 
@@ -110,7 +111,7 @@ def test_direct_path_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_
     mismatches = np.argwhere(direct != packed)
     assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
     exact = reference(A, B)
-    assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+    assert np.linalg.norm(direct - exact) / np.linalg.norm(exact) < fastsgemm.testing.ERROR_BOUND["fp32"]
 
 
 # tf32x3_regs reads A raw by tensor copies where it can (row-major, 16-byte aligned, lda a multiple of 4) and runs
@@ -149,7 +150,7 @@ def test_a_split_in_registers_equals_the_packed_path_bit_for_bit(kernel, packed,
     mismatches = np.argwhere(mine != results[packed])
     assert mismatches.size == 0, f"{len(mismatches)} elements differ, first at {mismatches[:3].tolist()}"
     exact = 1.5 * reference(A, B) - 0.5 * C.astype(np.float64)
-    assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+    assert np.linalg.norm(mine - exact) / np.linalg.norm(exact) < fastsgemm.testing.ERROR_BOUND["fp32"]
 
 
 @pytest.mark.parametrize("kernel,packed", REGS_PAIRS, ids=[k for k, _ in REGS_PAIRS])
@@ -170,7 +171,7 @@ def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, pac
         mine = fastsgemm.matmul(a, b, kernel=kernel)
         assert torch.equal(mine, fastsgemm.matmul(a, b, kernel=packed)), f"{kernel}, {what}: differs from {packed}"
         expected = torch.matmul(a.double(), b.double())
-        assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm._registry.ERROR_BOUND["fp32"]
+        assert float((mine.double() - expected).norm() / expected.norm()) < fastsgemm.testing.ERROR_BOUND["fp32"]
 
 
 @pytest.mark.parametrize("kernel, workspace", [("tf32x3_regs", "B"), ("tf32x3_regs:4steps", "B"),
@@ -200,7 +201,7 @@ def test_the_workspace_shows_what_is_packed(kernel, workspace, a_layout):
     assert fastsgemm.device_memory()["peak"] - held == packs * (k // 32) * 2 * part_tile
     assert fastsgemm.device_memory()["in_use"] == held
     exact = reference(A, B)
-    assert np.linalg.norm(out.numpy() - exact) / np.linalg.norm(exact) < fastsgemm._registry.ERROR_BOUND["fp32"]
+    assert np.linalg.norm(out.numpy() - exact) / np.linalg.norm(exact) < fastsgemm.testing.ERROR_BOUND["fp32"]
 
 
 @pytest.mark.parametrize("kernel, parts, packs_a", [("tf32x3", 2, True), ("tf32", 1, True),

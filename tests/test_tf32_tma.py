@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fastsgemm
+import fastsgemm.testing
 from conftest import (COPY_ENGINE_CASES, COPY_ENGINE_TAKES, TRANSPOSE_IDS, TRANSPOSES, assert_inf_and_nan_as_numpy,
                       copy_engine_case, copy_engine_stacks, launched_kernels, needs_hopper, random_matrix, reference,
                       run_raw)
@@ -19,7 +20,7 @@ from conftest import (COPY_ENGINE_CASES, COPY_ENGINE_TAKES, TRANSPOSE_IDS, TRANS
 pytestmark = pytest.mark.gpu
 
 KERNEL = "tf32_tma"
-TF32_BOUND = fastsgemm._registry.ERROR_BOUND["tf32"]
+TF32_BOUND = fastsgemm.testing.ERROR_BOUND["tf32"]
 
 # Whole tiles (128 x 256, either way round); partial tiles on every edge; K not a multiple of the 32-deep k-tile
 # or of 4; one row or one column; a long K that the planner cuts into slices (each slice read from the middle of

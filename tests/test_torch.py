@@ -407,6 +407,37 @@ def test_the_readme_training_example_trains(capsys):
 
 # ---- fastsgemm.matmul and fastsgemm.sgemm on tensors autograd records ----
 
+UNREGISTERED_SCRIPT = r"""
+import sys, torch, fastsgemm
+assert "fastsgemm.torch" not in sys.modules
+a, b = torch.randn(6, 5, requires_grad=True), torch.randn(5, 4)
+for call in (fastsgemm.matmul, fastsgemm.sgemm):
+    try:
+        call(a, b, kernel="cpu")
+        print("NO ERROR")
+    except RuntimeError as error:
+        print("REFUSED", error)
+with torch.no_grad():
+    print("NO GRAD", type(fastsgemm.matmul(a, b, kernel="cpu")).__name__)
+import fastsgemm.torch
+y = fastsgemm.matmul(a, b, kernel="cpu")
+y.sum().backward()
+print("REGISTERED", y.grad_fn is not None, tuple(a.grad.shape))
+"""
+
+
+def test_before_fastsgemm_torch_is_imported_a_gradient_is_refused_not_dropped():
+    """The core never imports its torch integration: a product autograd would record, asked for first, raises and
+    names the import; under no_grad it runs; after `import fastsgemm.torch` the same call has its gradient."""
+    done = subprocess.run([sys.executable, "-c", UNREGISTERED_SCRIPT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    refused = [line for line in lines if line.startswith("REFUSED")]
+    assert len(refused) == 2 and all("import fastsgemm.torch" in line for line in refused), done.stdout
+    assert "NO ERROR" not in done.stdout
+    assert "NO GRAD Tensor" in lines and "REGISTERED True (6, 5)" in lines, done.stdout
+
+
 @pytest.mark.parametrize("device, kernel", devices())
 @pytest.mark.parametrize("call", ["matmul", "sgemm"])
 def test_plain_calls_on_tensors_that_require_grad_give_the_product_its_gradient(device, kernel, call):

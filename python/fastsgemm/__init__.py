@@ -10,7 +10,7 @@ PyTorch models: `import fastsgemm.torch` for a differentiable operator and a dro
 fastsgemm alone never imports torch). fastsgemm.kernels() lists the rungs; fastsgemm.KERNELS their names; kernel="auto" (the default) runs
 the FP32-accurate kernel measured fastest for the shape on this GPU (fastsgemm.auto_kernel).
 """
-from ._api import CudaError, auto_kernel, auto_reason, cuda_available, device_info, sgemm, sgemm_raw
+from ._api import CudaError, auto_kernel, auto_reason, cuda_available, device_count, device_info, sgemm, sgemm_raw
 from ._registry import KERNELS, KernelConfig, KernelInfo, kernels
 import atexit as _atexit
 import os as _os
@@ -63,6 +63,7 @@ __all__ = [
     "auto_reason",
     "benchmark",
     "cuda_available",
+    "device_count",
     "device_info",
     "device_memory",
     "kernels",

@@ -12,8 +12,9 @@ from . import _sgemm
 from . import _tuning
 from ._device_array import DeviceArray, record_writer
 from ._registry import INDEX, REGISTRY, Kernel, parse_kernel
-from ._operands import (CUDA, check_stream_handle, describe, empty_like_framework, is_device_array, operand_device,
-                        records_gradient, to_operand, torch_tensors, untracked, working_stream)
+from ._operands import (CUDA, check_stream_handle, describe, differentiable_product, empty_like_framework,
+                        is_device_array, operand_device, records_gradient, to_operand, torch_tensors, untracked,
+                        working_stream)
 
 CudaError = _sgemm.CudaError
 
@@ -30,6 +31,11 @@ def cuda_status() -> tuple[bool, str]:
 def cuda_available() -> bool:
     """Whether a CUDA device and driver are usable from this process."""
     return cuda_status()[0]
+
+
+def device_count() -> int:
+    """How many CUDA devices this process can use: 0 where none is (no GPU, no driver, or one too old)."""
+    return _sgemm.device_count() if cuda_available() else 0
 
 
 # FP32 lanes per SM by compute capability (major, minor); the default covers later chips.
@@ -183,8 +189,7 @@ def sgemm(A, B, C=None, *, alpha=1.0, beta=0.0, out=None, kernel="auto"):
             raise RuntimeError("sgemm: an operand requires grad, and sgemm with C, alpha, beta or out= records no "
                                "gradient; use fastsgemm.matmul(A, B) (differentiable on such tensors, as is "
                                "fastsgemm.torch) or pass .detach()ed tensors")
-        from . import torch as differentiable  # torch is loaded already: a tensor requires grad
-        return differentiable.matmul(A, B, kernel=kernel)
+        return differentiable_product("sgemm", A, B, kernel)
     A, B, C, out = untracked(A), untracked(B), untracked(C), untracked(out)
     if C is None and beta != 0.0:
         raise ValueError(f"beta={beta} needs a C matrix; pass C or leave beta at 0")
@@ -272,6 +277,7 @@ __all__ = [
     "auto_kernel",
     "auto_reason",
     "cuda_available",
+    "device_count",
     "device_info",
     "sgemm",
     "sgemm_raw",

@@ -19,8 +19,9 @@ import numpy as np
 from . import _sgemm
 from ._api import CudaError, resolve_kernel, sgemm
 from ._device_array import DeviceArray, device_buffer, matrix_core, record_writer
-from ._operands import (CUDA, HOST, Operand, c_contiguous_strides, describe, empty_like_framework, is_device_array,
-                        operand_device, records_gradient, to_operand, torch_tensors, untracked, working_stream)
+from ._operands import (CUDA, HOST, Operand, c_contiguous_strides, describe, differentiable_product,
+                        empty_like_framework, is_device_array, operand_device, records_gradient, to_operand,
+                        torch_tensors, untracked, working_stream)
 
 
 def _result_shape(a_shape, b_shape):
@@ -95,8 +96,7 @@ def matmul(a, b, *, out=None, kernel="auto"):
         if out is not None:  # as torch.matmul refuses out= when autograd would record the product
             raise RuntimeError("matmul: out= records no gradient, and an operand requires grad; leave out= off "
                                "(the product then has its gradient), or pass .detach()ed tensors")
-        from . import torch as differentiable  # torch is loaded already: a tensor requires grad
-        return differentiable.matmul(a, b, kernel=kernel)
+        return differentiable_product("matmul", a, b, kernel)
     a, b, out = untracked(a), untracked(b), untracked(out)
     on_device = is_device_array(a)
     choice = resolve_kernel(kernel, on_device)

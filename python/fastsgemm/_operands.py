@@ -55,6 +55,27 @@ def records_gradient(*operands) -> bool:
     return torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in operands)
 
 
+# The differentiable product of torch tensors, (a, b, kernel) -> tensor with a gradient: fastsgemm.torch registers
+# it when it is imported. The core never imports that integration (it imports the core), so the package's modules
+# form no cycle; a product autograd would record, asked for before the integration is loaded, is refused.
+_differentiable = None
+
+
+def register_differentiable(matmul) -> None:
+    """Called by fastsgemm.torch at its import: `matmul(a, b, kernel=...)` records the product's gradient."""
+    global _differentiable
+    _differentiable = matmul
+
+
+def differentiable_product(caller: str, a, b, kernel):
+    """a @ b through the registered differentiable operator; RuntimeError naming the import where none is."""
+    if _differentiable is None:
+        raise RuntimeError(f"{caller}: an operand requires grad, and the product's gradient needs fastsgemm's "
+                           "autograd support: `import fastsgemm.torch` first (then this call records the "
+                           "gradient), or pass .detach()ed tensors")
+    return _differentiable(a, b, kernel=kernel)
+
+
 def untracked(obj):
     """A torch tensor that requires grad, detached (a view, no copy), for a product autograd will not record (grad
     mode off): torch refuses to export such a tensor through DLPack or __cuda_array_interface__. Anything else as

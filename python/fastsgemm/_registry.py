@@ -41,6 +41,12 @@ class KernelInfo(NamedTuple):
     # Why kernel="auto" never runs it (its speed depends on the data, which auto cannot see), or None.
     not_for_auto: str | None = None
 
+    @property
+    def tensor_cores(self) -> bool:
+        """Whether its idea compiles to tensor-core instructions (HMMA: mma.sync; HGMMA: wgmma; IGMMA: INT8
+        wgmma), by its SASS claims: plots and tables draw these apart from the SIMT ladder."""
+        return bool({"HMMA", "HGMMA", "IGMMA"} & set(self.sass))
+
 
 REGISTRY = tuple(
     KernelInfo(r["name"], None if r["number"] < 0 else r["number"], r["idea"], r["device"], r["source"], r["max_dim"],
@@ -107,12 +113,6 @@ def parse_kernel(kernel) -> Kernel | None:
         offered = f"its configurations: {', '.join(configs)}" if configs else "it has none"
         raise ValueError(f"kernel {name!r} has no configuration {config!r}; {offered}")
     return Kernel(index, configs.index(config))
-
-
-def uses_tensor_cores(info: KernelInfo) -> bool:
-    """Whether a rung's idea compiles to tensor-core instructions (HMMA: mma.sync; HGMMA: wgmma; IGMMA: INT8 wgmma), by its SASS
-    claims: the plots and README tables draw these apart from the SIMT ladder."""
-    return bool({"HMMA", "HGMMA", "IGMMA"} & set(info.sass))
 
 
 def auto_candidates() -> dict:

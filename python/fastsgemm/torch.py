@@ -27,7 +27,9 @@ Tensors must be float32 (TypeError otherwise: fastsgemm never casts). `kernel` i
 takes; "auto" (the default) runs the FP32-accurate kernel measured fastest for each product's shape, so a
 model keeps FP32 accuracy (unlike TF32 math in torch, it does not trade accuracy for speed).
 
-Importing this module imports torch; `import fastsgemm` alone never does.
+Importing this module imports torch; `import fastsgemm` alone never does. It also registers the operator with
+fastsgemm's core, so that fastsgemm.matmul and fastsgemm.sgemm on tensors autograd would record go through it;
+before that import they refuse such tensors (RuntimeError) rather than return a result with no gradient.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import numpy as np
 import torch
 import torch.autograd.forward_ad as forward_ad
 
-from . import _matmul
+from . import _matmul, _operands
 
 __all__ = ["Linear", "matmul"]
 
@@ -270,3 +272,7 @@ class Linear(torch.nn.Linear):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel!r}"
+
+
+# fastsgemm.matmul and fastsgemm.sgemm on tensors autograd would record reach the operator through this.
+_operands.register_differentiable(matmul)
