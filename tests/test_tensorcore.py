@@ -209,7 +209,7 @@ def test_the_workspace_shows_what_is_packed(kernel, workspace, a_layout):
 def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, packs_a, rng):
     """Packed operands larger than what the workspace pool keeps between calls (a 64th of the GPU's memory,
     kernels/support/workspace_pool.c) are packed and multiplied in K panels, each adding onto D
-    (kernels/hopper/pack.cuh): checked for the product, for alpha and beta with C, and for C updated in place.
+    (kernels/engine/pack.cuh): checked for the product, for alpha and beta with C, and for C updated in place.
     K is about 1.6 times what fits, and not a multiple of the 32-deep k-tiles: two panels, the last ragged."""
     from conftest import tolerance
 

@@ -24,7 +24,7 @@
  * cuBLAS.
  *
  * So the rounding moves out of the GEMM: two passes.
- *   1. pack (kernels/hopper/pack.cuh, one small kernel for both operands): reads A and B
+ *   1. pack (kernels/engine/pack.cuh, one small kernel for both operands): reads A and B
  *      once, each in whatever layout it has, rounds every element to TF32 (cvt.rn,
  *      nearest even) and writes it to a workspace as a sequence of ready
  *      operand tiles: 128 rows (m or n) x 32 k, K-major in wgmma's 128-byte
@@ -62,7 +62,7 @@
 #ifndef FASTSGEMM_LADDER_14_TF32
 #define FASTSGEMM_LADDER_14_TF32
 
-#include "hopper/pack.cuh"
+#include "engine/pack.cuh"
 #include "ladder/13_tf32x3_mma.cu"  // the ladder so far; this rung calls rung 12 only through its launcher
 
 namespace fsg {
@@ -82,14 +82,14 @@ constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
  * tiles_k tiles, one per k-step, and so does each of B's; the block's split-K
  * slice takes its own run of them (slice_tiles) and its own D, and a batch's
  * product its own packed operands, step_a and step_b floats on per product
- * (hopper/pack.cuh), and its own A, B and D. A template (of
+ * (engine/pack.cuh), and its own A, B and D. A template (of
  * a parameter that changes nothing) so that rung 15, which includes this file,
  * gets no second definition of it: a template is emitted only where used. */
 template <int = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32_kernel(fsg_gemm problem, fsg_batch batch, const float *packed_a, const float *packed_b, int tiles_k,
                       int64_t step_a, int64_t step_b) {
-    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (hopper/pipeline.cuh)
+    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (engine/pipeline.cuh)
     packed_a += blockIdx.z * step_a;  // steps are 0 but in a batch
     packed_b += blockIdx.z * step_b;
     const SliceTiles slice = slice_tiles(problem, tiles_k);

@@ -15,7 +15,7 @@
  *
  * wgmma takes TF32 operands only K-major, and each operand has to be split
  * into hi and lo before the tensor cores see it. Two passes:
- *   1. pack (kernels/hopper/pack.cuh, one small kernel for both operands) reads A and B
+ *   1. pack (kernels/engine/pack.cuh, one small kernel for both operands) reads A and B
  *      once, each in whatever layout it has, splits every element (hi = x rounded
  *      to TF32 by Hopper's one-instruction cvt.rn, lo = x - hi rounded the
  *      same way) and writes hi and lo tiles to a workspace, ready in operand
@@ -41,7 +41,7 @@
  * cores busy.
  *
  * Tile parameters: 128 x 128 x 32 block tile, three 64 KiB stages, one block per SM; blocks
- * walk the output in groups of kGroupRows block rows (hopper/pipeline.cuh's
+ * walk the output in groups of kGroupRows block rows (engine/pipeline.cuh's
  * start_block) so that the blocks resident together share tiles in L2. The
  * configuration tf32x3:128x64 halves the block's columns (two blocks share
  * each packed tile of B): 128 blocks at 1024^3 instead of 64, for the 132 SMs
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         int64_t step_a, int64_t step_b) {
     using Shape = BlockShape<BN>;
     constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
-    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (hopper/pipeline.cuh)
+    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (engine/pipeline.cuh)
     packed_a += blockIdx.z * step_a;  // steps are 0 but in a batch
     packed_b += blockIdx.z * step_b;
     const SliceTiles slice = slice_tiles(problem, tiles_k);

@@ -651,23 +651,12 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     int sms;
     cudaError_t err = current_sm_count(&sms);
     if (err != cudaSuccess) return err;
-    cudaMemPool_t pool;
-    uint64_t kept;
-    err = fsg_workspace_pool(&pool, &kept);
+    engine::WorkspaceSource source;
+    err = engine::workspace_source(&source);
     if (err != cudaSuccess) return err;
-    if (fsg_memory_take(-1, (uint64_t)w.bytes) != cudaSuccess) {
-        char forgotten[8];
-        (void)fsg_memory_refusal(forgotten, sizeof forgotten);  // not an error: tf32x3 runs instead
-        return cudaSuccess;
-    }
-    char *base = nullptr;
-    err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&base), (size_t)w.bytes, pool, stream);
-    if (err != cudaSuccess) fsg_memory_give(-1, (uint64_t)w.bytes);
-    if (err == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();
-        return cudaSuccess;
-    }
-    if (err != cudaSuccess) return err;
+    char *base;
+    err = engine::take_workspace(source, (size_t)w.bytes, stream, &base);
+    if (err != cudaSuccess || base == nullptr) return err;  // no workspace: tf32x3 runs instead
     *launched = true;
     for (int64_t z = 0; z < slices && err == cudaSuccess; ++z) {
         const fsg_gemm whole = g.k_slice > 0 ? slice_problem(g, z) : g;
@@ -685,8 +674,7 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
             err = cudaGetLastError();
         }
     }
-    const cudaError_t freed = cudaFreeAsync(base, stream);  // after the kernels, in stream order
-    if (freed == cudaSuccess) fsg_memory_give(-1, (uint64_t)w.bytes);
+    const cudaError_t freed = engine::give_workspace(base, (size_t)w.bytes, stream);
     return err != cudaSuccess ? err : freed;
 }
 

@@ -10,7 +10,7 @@
  * made in their frameworks) is theirs, not counted. With a limit set, an
  * allocation that would go past it is refused before the driver is asked:
  * the call raises MemoryError naming the limit, or, for a packed workspace,
- * takes K panels that fit (kernels/hopper/pack.cuh) or the path that needs
+ * takes K panels that fit (kernels/engine/pack.cuh) or the path that needs
  * none. fastsgemm.dask relies on this to stream host chunks through a GPU
  * whose budget is smaller than the operands.
  *

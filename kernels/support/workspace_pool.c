@@ -46,7 +46,7 @@ cudaError_t fsg_workspace_pool(cudaMemPool_t *pool, uint64_t *keeps) {
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
     // Past the table (a machine with more than 64 GPUs), the device's default pool: slower, still correct. It
-    // keeps nothing between calls, so no K panels either (hopper/pack.cuh): the whole K, as before them.
+    // keeps nothing between calls, so no K panels either (engine/pack.cuh): the whole K, as before them.
     if (device < 0 || device >= MAX_POOLED_DEVICES) {
         *keeps = 0;
         return cudaDeviceGetDefaultMemPool(pool, device);

@@ -1,15 +1,14 @@
 /*
- * hopper/pack.cuh: the pass that packs the operands of the wgmma rungs (14
+ * engine/pack.cuh: the pass that packs the operands of the wgmma rungs (14
  * tf32, 15 tf32x3) into ready tiles before the GEMM, and the launcher that
  * runs a GEMM kernel on them, and the dispatch between a wgmma rung and its
  * mma.sync fallback. Only files compiled for sm_90a may include it.
  */
-#ifndef FASTSGEMM_HOPPER_PACK_CUH
-#define FASTSGEMM_HOPPER_PACK_CUH
+#ifndef FASTSGEMM_ENGINE_PACK_CUH
+#define FASTSGEMM_ENGINE_PACK_CUH
 
-#include "hopper/pipeline.cuh"
-#include "support/device_memory.h"
-#include "support/workspace_pool.h"
+#include "engine/pipeline.cuh"
+#include "engine/workspace.cuh"
 
 namespace fsg {
 namespace hopper {
@@ -160,26 +159,15 @@ cudaError_t with_packed_operands(const fsg_gemm &g, const fsg_batch &batch, int6
     const int64_t products_b = stack && batch.step_b != 0 ? batch.count : 1;
     const int64_t rows_a = row_tiles_a * products_a, rows_b = row_tiles_b * products_b;  // row tiles to pack
     if ((rows_a + rows_b) * tiles_k > INT32_MAX) return cudaSuccess;  // one grid packs both
-    cudaMemPool_t pool;
-    uint64_t kept;
-    cudaError_t err = fsg_workspace_pool(&pool, &kept);
+    engine::WorkspaceSource source;
+    cudaError_t err = engine::workspace_source(&source);
     if (err != cudaSuccess) return err;
-    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, rows_a + rows_b, tiles_k, kept, fsg_memory_room());
+    const int64_t panel_tiles = k_panel_tiles<PARTS>(g, rows_a + rows_b, tiles_k, source.kept, source.room);
     const int64_t floats_a = rows_a * panel_tiles * PARTS * kTileFloats;
     const size_t bytes = (size_t)(floats_a + rows_b * panel_tiles * PARTS * kTileFloats) * sizeof(float);
-    if (fsg_memory_take(-1, bytes) != cudaSuccess) {
-        char forgotten[8];
-        (void)fsg_memory_refusal(forgotten, sizeof forgotten);  // not an error: the path without a workspace runs
-        return cudaSuccess;
-    }
-    float *packed = nullptr;
-    err = cudaMallocFromPoolAsync(reinterpret_cast<void **>(&packed), bytes, pool, stream);
-    if (err != cudaSuccess) fsg_memory_give(-1, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();  // not sticky: clear it and let the path without a workspace run
-        return cudaSuccess;
-    }
-    if (err != cudaSuccess) return err;
+    float *packed;
+    err = engine::take_workspace(source, bytes, stream, &packed);
+    if (err != cudaSuccess || packed == nullptr) return err;  // no workspace: the caller's path without one runs
     *launched = true;
     for (int64_t k0 = 0; k0 < g.k && err == cudaSuccess; k0 += panel_tiles * kBK) {
         fsg_gemm panel = g;  // A's columns and B's rows [k0, k0 + depth)
@@ -208,8 +196,7 @@ cudaError_t with_packed_operands(const fsg_gemm &g, const fsg_batch &batch, int6
     }
     // A launch that fails after panel 0 leaves D holding the panels before it (and C overwritten where C is D):
     // the error goes to the caller, which raises it; nothing retries the call on another path.
-    const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the kernels, in stream order
-    if (freed == cudaSuccess) fsg_memory_give(-1, bytes);
+    const cudaError_t freed = engine::give_workspace(packed, bytes, stream);
     return err != cudaSuccess ? err : freed;
 }
 
@@ -267,4 +254,4 @@ inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch
 }  // namespace hopper
 }  // namespace fsg
 
-#endif  // FASTSGEMM_HOPPER_PACK_CUH
+#endif  // FASTSGEMM_ENGINE_PACK_CUH

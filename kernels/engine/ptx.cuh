@@ -1,5 +1,5 @@
 /*
- * hopper/ptx.cuh: the Hopper (sm_90a) instructions the wgmma rungs (14 tf32,
+ * engine/ptx.cuh: the Hopper (sm_90a) instructions the wgmma rungs (14 tf32,
  * 15 tf32x3, 16 tf32x3_regs) are built from, each wrapped once: wgmma (A from
  * shared memory or registers) and its shared-memory descriptors, mbarriers,
  * bulk and tensor copies, setmaxnreg, the TF32 conversion. Only
@@ -15,8 +15,8 @@
  * of 8 moves the start address by 32 bytes, and the hardware applies the same
  * XOR.
  */
-#ifndef FASTSGEMM_HOPPER_PTX_CUH
-#define FASTSGEMM_HOPPER_PTX_CUH
+#ifndef FASTSGEMM_ENGINE_PTX_CUH
+#define FASTSGEMM_ENGINE_PTX_CUH
 
 #include "common.cuh"
 
@@ -277,4 +277,4 @@ __device__ __forceinline__ void tensor_load_3d(float *dst, const void *map, int 
 }  // namespace hopper
 }  // namespace fsg
 
-#endif  // FASTSGEMM_HOPPER_PTX_CUH
+#endif  // FASTSGEMM_ENGINE_PTX_CUH

@@ -1,15 +1,14 @@
 /*
- * hopper/pipeline.cuh: the warp-specialized block both wgmma rungs (14 tf32,
+ * engine/pipeline.cuh: the warp-specialized block both wgmma rungs (14 tf32,
  * 15 tf32x3) run: one producer warpgroup fills a ring of shared-memory stages,
  * two consumer warpgroups do nothing but wgmma, and they meet at mbarriers
  * (full: a stage's bytes have landed; empty: its wgmmas have read it). Only
  * files compiled for sm_90a may include it.
  */
-#ifndef FASTSGEMM_HOPPER_PIPELINE_CUH
-#define FASTSGEMM_HOPPER_PIPELINE_CUH
+#ifndef FASTSGEMM_ENGINE_PIPELINE_CUH
+#define FASTSGEMM_ENGINE_PIPELINE_CUH
 
-#include "hopper/ptx.cuh"
-#include "ladder/04_grouped.cu"  // rung 4's block order: grouped_tile
+#include "engine/ptx.cuh"
 
 namespace fsg {
 namespace hopper {
@@ -24,6 +23,19 @@ constexpr int kThreads = kProducerThreads + kConsumerThreads;
 constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int kGroupRows = 8;
+
+/* The order in which blocks (or a persistent block's work items) take the output tiles: rung 4's lesson, kept
+ * here in the engine's own copy. Item `id` walks the tiles in groups of `group` tile rows, column by column
+ * inside a group (the last group may have fewer rows), so that blocks running at once share rows of A and
+ * columns of B in L2. */
+struct TileCoord {
+    int row, col;
+};
+__host__ __device__ inline TileCoord grouped_tile(int id, int tiles_m, int tiles_n, int group) {
+    const int per_group = group * tiles_n, first = id / per_group * group;
+    const int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {first + id % per_group % rows, id % per_group / rows};
+}
 
 /* Dynamic shared memory of a pipeline: its stages, then a full and an empty barrier per stage. */
 constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
@@ -90,7 +102,7 @@ __device__ __forceinline__ StageRing start_ring(float4 *smem) {
 template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
 __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
     const StageRing ring = start_ring<STAGES, STAGE_FLOATS, PRODUCERS>(smem);
-    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
+    const TileCoord tile = grouped_tile(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
     return {ring.stages, ring.full, ring.empty, tile.row, tile.col};
 }
 
@@ -103,7 +115,7 @@ struct WorkItem {
 };
 __device__ __forceinline__ WorkItem work_item(int64_t item, int tiles_m, int tiles_n) {
     const int64_t per_product = (int64_t)tiles_m * tiles_n, z = item / per_product;
-    const TileCoord tile = grouped_tile<int>((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
+    const TileCoord tile = grouped_tile((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
     return {z, tile.row, tile.col};
 }
 
@@ -167,4 +179,4 @@ __device__ __forceinline__ void produce_stages(float *stages, uint64_t *full, ui
 }  // namespace hopper
 }  // namespace fsg
 
-#endif  // FASTSGEMM_HOPPER_PIPELINE_CUH
+#endif  // FASTSGEMM_ENGINE_PIPELINE_CUH
