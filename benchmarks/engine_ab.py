@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4095, 4097, 4093), (256, 256, 256)]
@@ -42,12 +43,13 @@ def touched_names(fastsgemm) -> list[str]:
     return names
 
 
-def time_round(label: str, out: Path, repeats: int, overhead: bool) -> None:
+def time_round(label: str, out: Path, repeats: int, overhead: bool, only: list[str] | None) -> None:
     import fastsgemm
 
+    started = time.time()
     batched = {k.name for k in fastsgemm.kernels() if k.batched}
     rows = []
-    for name in touched_names(fastsgemm):
+    for name in only or touched_names(fastsgemm):
         for m, n, k in SHAPES:
             r = fastsgemm.benchmark(name, m, n, k, repeats=repeats, warmup=3, check=False)
             rows.append({"kernel": name, "shape": f"{m}x{n}x{k}", "median_ms": r["median_ms"]})
@@ -63,13 +65,13 @@ def time_round(label: str, out: Path, repeats: int, overhead: bool) -> None:
                             "--kernels", "auto", "--calls", "2000", "--out", str(base)], check=True,
                            stdout=subprocess.DEVNULL)
             calls = json.loads(base.with_suffix(".json").read_text())
-    out.write_text(json.dumps({"label": label, "module": fastsgemm.__file__, "device": fastsgemm.device_info()["name"],
+    out.write_text(json.dumps({"label": label, "started": started, "module": fastsgemm.__file__, "device": fastsgemm.device_info()["name"],
                                "commit": os.environ.get("FASTSGEMM_GIT_COMMIT"), "rows": rows, "overhead": calls},
                               indent=1))
 
 
 def compare(paths: list[Path], out: Path | None) -> None:
-    runs = [json.loads(p.read_text()) for p in paths]
+    runs = sorted((json.loads(p.read_text()) for p in paths), key=lambda run: run["started"])  # in the order run
     labels = sorted({r["label"] for r in runs})
     if labels != ["base", "new"]:
         sys.exit(f"compare needs rounds labelled base and new, got {labels}")
@@ -117,12 +119,13 @@ def main() -> None:
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--repeats", type=int, default=20)
     t.add_argument("--overhead", action="store_true", help="also time whole calls at 64^3 and 128^3")
+    t.add_argument("--kernels", nargs="+", help="these names only (default: every name the restructuring touched)")
     c = sub.add_parser("compare", help="the table over rounds")
     c.add_argument("runs", nargs="+", type=Path)
     c.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.command == "time":
-        time_round(args.label, args.out, args.repeats, args.overhead)
+        time_round(args.label, args.out, args.repeats, args.overhead, args.kernels)
     else:
         compare(args.runs, args.out)
 
