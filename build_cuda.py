@@ -14,6 +14,10 @@ FASTSGEMM_CUDA picks: "auto" (the default: the Toolkit where there is one,
 else the wheels), "toolkit" (the Toolkit, or fail), "pypi" (the wheels even
 where a Toolkit is installed: what a wheel for other machines is built with).
 
+Which GPUs the build has code for is chosen here too (choose_archs, from
+FASTSGEMM_CUDA_ARCHS): by default those of the machine that builds, or, on a
+machine without a GPU, a portable set.
+
 The backend is setuptools' own (setup.py does the compiling), with one hook
 changed: the requirements of a build list the CUDA wheels when they will be
 used. setup.py imports this module for the same choice.
@@ -44,6 +48,65 @@ MODES = ("auto", "toolkit", "pypi")
 
 class CudaNotFound(Exception):
     pass
+
+
+# ---- the GPU architectures to build for ----
+
+PORTABLE_ARCHS = "80;90"  # 8.x GPUs run sm_80 machine code, Hopper sm_90's; the PTX of sm_90 JITs on later ones
+
+
+def parse_archs(text):
+    archs = [a.strip().lower().removeprefix("sm_") for a in text.replace(",", ";").split(";") if a.strip()]
+    for a in archs:
+        if not (a.rstrip("a").isdigit()):
+            raise CudaNotFound(f"fastsgemm: FASTSGEMM_CUDA_ARCHS has '{a}', expected numbers such as 80;86;89;90 or 90a")
+    return archs
+
+
+def present_gpus():
+    """The compute capabilities of the GPUs this machine has, e.g. ["90"], asked of the driver (libcuda); [] where
+    there is none or no driver (a CI machine)."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return []
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return []
+    found = set()
+    for ordinal in range(count.value):
+        device, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+        if (cuda.cuDeviceGet(ctypes.byref(device), ordinal) == 0
+                and cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device) == 0     # COMPUTE_CAPABILITY_MAJOR
+                and cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) == 0):  # COMPUTE_CAPABILITY_MINOR
+            found.add(f"{major.value}{minor.value}")
+    return sorted(found, key=int)
+
+
+def nvcc_archs(nvcc):
+    """The sm_ targets this nvcc can build, e.g. ["75", "80", ..., "120"]."""
+    done = subprocess.run([str(nvcc), "--list-gpu-code"], capture_output=True, text=True)
+    return [c.removeprefix("sm_") for c in done.stdout.split() if c.startswith("sm_") and c[3:].isdigit()]
+
+
+def choose_archs(nvcc):
+    """(archs, why) from FASTSGEMM_CUDA_ARCHS: a list as given; "portable"; "native" (the default): the GPUs here,
+    each one nvcc cannot build for served by the PTX of the newest it can, or portable where there is no GPU."""
+    asked = os.environ.get("FASTSGEMM_CUDA_ARCHS", "native").strip().lower()
+    if asked == "portable":
+        return parse_archs(PORTABLE_ARCHS), "FASTSGEMM_CUDA_ARCHS=portable"
+    if asked != "native":
+        return parse_archs(asked), f"FASTSGEMM_CUDA_ARCHS={asked}"
+    gpus = present_gpus()
+    if not gpus:
+        return parse_archs(PORTABLE_ARCHS), "no GPU found here: the portable set, as FASTSGEMM_CUDA_ARCHS=portable"
+    known = nvcc_archs(nvcc)
+    archs = sorted({g if g in known or not known else max((k for k in known if int(k) <= int(g)), key=int,
+                                                           default=g) for g in gpus}, key=int)
+    return archs, (f"the GPUs found here, compute capability {', '.join(g[:-1] + '.' + g[-1] for g in gpus)}; "
+                   "FASTSGEMM_CUDA_ARCHS=portable builds for every supported GPU")
 
 
 def mode():

@@ -7,9 +7,13 @@ use (kernels/support/cublas.c).
 Environment:
   FASTSGEMM_CUDA        where CUDA comes from: auto (default), toolkit or pypi
                         (build_cuda.py says what each means).
-  FASTSGEMM_CUDA_ARCHS  GPU architectures, e.g. "90" or "80;90" (default
-                        "80;86;89;90": Ampere, Ada and Hopper machine code,
-                        plus PTX of the newest so later GPUs can JIT it).
+  FASTSGEMM_CUDA_ARCHS  GPU architectures: "native" (the default) builds for
+                        the GPUs this machine has, or, where it has none,
+                        "portable": sm_80 and sm_90 machine code (every
+                        Ampere, Ada and Hopper GPU runs one of them) and PTX
+                        that later GPUs compile at load time. A list such as
+                        "90" or "80;86;89;90" names them; PTX of the newest
+                        is always added.
   CUDA_HOME             where the CUDA toolkit is, when nvcc is not on PATH.
 """
 import json
@@ -26,7 +30,6 @@ ROOT = Path(__file__).parent.resolve()
 sys.path.insert(0, str(ROOT))
 import build_cuda  # noqa: E402: next to this file; the PEP 517 backend makes the same choice of CUDA
 
-DEFAULT_ARCHS = "80;86;89;90"
 
 # Files that need other targets than the default list, e.g. Hopper-only
 # instructions (wgmma needs sm_90a): {"kernels/ladder/NN_name.cu": "90a"}. Their
@@ -58,14 +61,6 @@ def find_cuda():
         sys.exit(str(e))
 
 
-def parse_archs(text):
-    archs = [a.strip().lower().removeprefix("sm_") for a in text.replace(",", ";").split(";") if a.strip()]
-    for a in archs:
-        if not (a.rstrip("a").isdigit()):
-            sys.exit(f"fastsgemm: FASTSGEMM_CUDA_ARCHS has '{a}', expected numbers such as 80;86;89;90 or 90a")
-    return archs
-
-
 def gencode_flags(archs):
     """Machine code for every arch, PTX for the newest."""
     flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
@@ -80,10 +75,19 @@ class BuildWithNvcc(build_ext):
         nvcc = cuda / "bin" / "nvcc"
         print(f"fastsgemm: building with {'the CUDA wheels' if from_wheels else 'the CUDA Toolkit'} in {cuda} "
               f"(nvcc: {nvcc})", flush=True)
-        archs = parse_archs(os.environ.get("FASTSGEMM_CUDA_ARCHS", DEFAULT_ARCHS))
+        try:
+            archs, why = build_cuda.choose_archs(nvcc)
+        except build_cuda.CudaNotFound as e:
+            sys.exit(str(e))
+        print(f"fastsgemm: building for {', '.join('sm_' + a for a in archs)} and PTX of the newest: {why}",
+              flush=True)
         lib_dir = build_cuda.library_dir(cuda)
         ext.include_dirs += [str(cuda / "include")]
         ext.library_dirs += [str(lib_dir)]
+        # What this build covers, inside the module (_sgemm.build_info()): python -m fastsgemm says it, and names a
+        # GPU it misses. A JSON text as a C string literal (JSON's escapes are C's for ASCII).
+        info = {"archs": archs, "ptx": max(archs, key=lambda a: int(a.rstrip("a"))), "why": why}
+        ext.define_macros += [("FSG_BUILD_INFO", json.dumps(json.dumps(info, ensure_ascii=True)))]
         if not from_wheels:  # cuBLAS is looked for in the Toolkit too (the wheel's is found from Python)
             ext.define_macros += [("FSG_TOOLKIT_LIB_DIR", f'"{lib_dir}"')]
 
@@ -102,7 +106,7 @@ class BuildWithNvcc(build_ext):
         jobs = []
         for source in sorted(ROOT.glob("kernels/**/*.cu")):
             relative = source.relative_to(ROOT).as_posix()
-            file_archs = parse_archs(FILE_ARCHS[relative]) if relative in FILE_ARCHS else archs
+            file_archs = build_cuda.parse_archs(FILE_ARCHS[relative]) if relative in FILE_ARCHS else archs
             obj = out_dir / (relative.removeprefix("kernels/").replace("/", "_").removesuffix(".cu") + ".o")
             ext.extra_objects.append(str(obj))
             if obj.exists() and obj.stat().st_mtime > newest_input and not self.force:
@@ -127,6 +131,7 @@ class BuildWithNvcc(build_ext):
         ext.depends = [*ext.depends, *ext.extra_objects]
         super().build_extension(ext)
         record.write_text(built_with)
+
 
 
 extension = Extension(

@@ -2,7 +2,7 @@
 (FILE_ARCHS where a file names its own), timed one file at a time. Prints one line a file, slowest first, and the
 total; --json writes them.
 
-    python benchmarks/build_times.py                  # the default targets (setup.py's DEFAULT_ARCHS)
+    python benchmarks/build_times.py                  # the portable targets (FASTSGEMM_CUDA_ARCHS=portable)
     python benchmarks/build_times.py --archs 90       # what FASTSGEMM_CUDA_ARCHS=90 builds
 """
 import argparse
@@ -27,10 +27,9 @@ def setup_constant(name):
 
 
 def setup_function(name):
-    """A function of setup.py (parse_archs, gencode_flags), run from its source alone."""
+    """A function of setup.py (gencode_flags), run from its source alone."""
     tree = ast.parse((ROOT / "setup.py").read_text())
-    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in ("parse_archs",
-                                                                                                "gencode_flags")]
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
     namespace = {"sys": sys}
     exec(compile(ast.Module(body=found, type_ignores=[]), "setup.py", "exec"), namespace)  # noqa: S102: our file
     return namespace[name]
@@ -38,13 +37,18 @@ def setup_function(name):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--archs", default=setup_constant("DEFAULT_ARCHS"), help="as FASTSGEMM_CUDA_ARCHS takes them")
+    parser.add_argument("--archs", default="portable", help="as FASTSGEMM_CUDA_ARCHS takes them (a list, or portable)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise SystemExit("nvcc is not on PATH")
-    parse_archs, gencode_flags = setup_function("parse_archs"), setup_function("gencode_flags")
+    sys.path.insert(0, str(ROOT))
+    import build_cuda  # the build's own choice of targets
+
+    parse_archs, gencode_flags = build_cuda.parse_archs, setup_function("gencode_flags")
+    if args.archs == "portable":
+        args.archs = build_cuda.PORTABLE_ARCHS
     file_archs, flags = setup_constant("FILE_ARCHS"), setup_constant("NVCC_FLAGS")
     rows = []
     with tempfile.TemporaryDirectory() as out:

@@ -243,6 +243,17 @@ static PyObject *cuda_versions(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(ii)", driver_version(), (int)CUDART_VERSION);
 }
 
+/* build_info() -> str: what setup.py built this module for, as JSON (the architectures with machine code, the one
+ * whose PTX later GPUs compile, and why those), or "" for a build that did not say. */
+#ifndef FSG_BUILD_INFO
+#define FSG_BUILD_INFO ""
+#endif
+static PyObject *build_info(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyUnicode_FromString(FSG_BUILD_INFO);
+}
+
 /* ---- the registry ---- */
 
 /* ladder.h's fsg_fill as Python sees it: (tile_m, tile_n, blocks_per_sm), or None when left zero. */
@@ -528,6 +539,7 @@ static PyMethodDef module_methods[] = {
      "set_cublas_search_dirs(dirs): directories to look for cuBLAS in first (read at its first use)"},
     {"cublas_library", cublas_library, METH_NOARGS,
      "cublas_library() -> the path of the cuBLAS in use, opened first if need be; CudaError where it cannot be"},
+    {"build_info", build_info, METH_NOARGS, "build_info() -> JSON: the GPU architectures this module was built for"},
     {"cuda_versions", cuda_versions, METH_NOARGS,
      "cuda_versions() -> (driver, runtime): the CUDA version the driver supports (0: no driver) and the one this "
      "module was built with"},

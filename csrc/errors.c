@@ -38,7 +38,11 @@ PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) 
     }
     const char *hint = is_sticky(err) ? " This error is sticky: the CUDA context of this process is lost and "
                                         "every later CUDA call will fail; restart the Python process."
-                                      : "";
+                       : err == cudaErrorNoKernelImageForDevice
+                           ? " This build of fastsgemm has no code this GPU can run (python -m fastsgemm says what "
+                             "it was built for): reinstall with FASTSGEMM_CUDA_ARCHS=native on this machine, or "
+                             "=portable (docs/install.md)."
+                           : "";
     PyObject *msg = PyUnicode_FromFormat("CUDA error during %s: %s (%s, code %d).%s", what, text, name, (int)err, hint);
     if (msg == NULL) return NULL;
     PyObject *exc = PyObject_CallOneArg(st->cuda_error, msg);

@@ -180,6 +180,57 @@ def test_a_missing_cublas_fails_the_cublas_rung_clearly_and_the_other_rungs_stil
     assert "cublas" not in lines["AUTO"]  # auto does not pick a rung that cannot run
 
 
+# ---- build_cuda.py: the GPU architectures ----
+
+def test_native_builds_for_the_gpus_found_here(build_cuda, monkeypatch):
+    monkeypatch.delenv("FASTSGEMM_CUDA_ARCHS", raising=False)  # native is the default
+    monkeypatch.setattr(build_cuda, "nvcc_archs", lambda nvcc: ["75", "80", "86", "89", "90", "100", "120"])
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["90"])
+    archs, why = build_cuda.choose_archs("nvcc")
+    assert archs == ["90"] and "9.0" in why and "portable" in why  # says what it found, and how to build for all
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["86", "80"])
+    assert build_cuda.choose_archs("nvcc")[0] == ["80", "86"]
+    # A GPU newer than this nvcc knows: the newest it can build, whose PTX the GPU compiles at load time.
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["130"])
+    assert build_cuda.choose_archs("nvcc")[0] == ["120"]
+
+
+def test_without_a_gpu_the_default_is_portable(build_cuda, monkeypatch):
+    monkeypatch.delenv("FASTSGEMM_CUDA_ARCHS", raising=False)
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: [])
+    archs, why = build_cuda.choose_archs("nvcc")
+    assert archs == build_cuda.parse_archs(build_cuda.PORTABLE_ARCHS) == ["80", "90"] and "no GPU" in why
+    monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", "portable")
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["90"])  # asked for: portable even with a GPU here
+    assert build_cuda.choose_archs("nvcc")[0] == ["80", "90"]
+
+
+def test_a_list_is_taken_as_given_and_nonsense_refused(build_cuda, monkeypatch):
+    monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", "sm_80; 90a")
+    assert build_cuda.choose_archs("nvcc")[0] == ["80", "90a"]
+    monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", "hopper")
+    with pytest.raises(build_cuda.CudaNotFound, match="hopper"):
+        build_cuda.choose_archs("nvcc")
+
+
+def test_what_a_build_runs_on():
+    portable = {"archs": ["80", "90"], "ptx": "90"}
+    assert all(_cuda_setup.runs_on(portable, cc) for cc in [(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)])
+    assert not _cuda_setup.runs_on(portable, (7, 5))
+    hopper = {"archs": ["90"], "ptx": "90"}
+    assert _cuda_setup.runs_on(hopper, (9, 0)) and not _cuda_setup.runs_on(hopper, (8, 6))
+    specific = {"archs": ["90a"], "ptx": "90a"}  # sm_90a code and PTX run on 9.0 alone
+    assert _cuda_setup.runs_on(specific, (9, 0)) and not _cuda_setup.runs_on(specific, (10, 0))
+
+
+def test_the_build_records_what_it_covers():
+    info = _cuda_setup.build_info()
+    assert info is not None, "setup.py records it in the module"
+    assert info["archs"] and info["ptx"] in info["archs"] and info["why"]
+    done = subprocess.run([sys.executable, "-m", "fastsgemm"], capture_output=True, text=True, timeout=600)
+    assert f"built for: {', '.join('sm_' + a for a in info['archs'])}" in done.stdout, done.stdout + done.stderr
+
+
 # ---- build_cuda.py: the choice of CUDA ----
 
 def test_build_mode_defaults_to_auto_and_rejects_others(build_cuda, monkeypatch):

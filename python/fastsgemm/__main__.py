@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 import fastsgemm
+from fastsgemm._cuda_setup import build_info, runs_on
 
 CHECK_SHAPES = [(1, 1, 1), (17, 33, 65), (127, 131, 137), (500, 3, 700)]
 AUTO_SIZES = [64, 512, 2048, 8192]
@@ -24,6 +25,10 @@ def relative_error(result, reference):
 
 def main() -> int:
     print(f"fastsgemm {fastsgemm.__version__}")
+    build = build_info()
+    if build is not None:
+        print(f"built for: {', '.join('sm_' + a for a in build['archs'])}, and PTX of {build['ptx']} "
+              f"({build['why']})")
     if fastsgemm.cuda_available():
         info = fastsgemm.device_info()
         major, minor = info["compute_capability"]
@@ -31,6 +36,9 @@ def main() -> int:
             f"device: {info['name']} (sm_{major}{minor}, {info['sm_count']} SMs, {info['sm_clock_mhz']} MHz, "
             f"FP32 peak {info['fp32_peak_gflops'] / 1000:.1f} TFLOP/s)"
         )
+        if build is not None and not runs_on(build, (major, minor)):
+            print(f"  this build has no code for sm_{major}{minor}: reinstall with FASTSGEMM_CUDA_ARCHS=native here "
+                  "(docs/install.md); the CUDA rungs fail until then")
         rungs = fastsgemm.kernels()
     else:
         print(f"device: none usable ({fastsgemm._api.cuda_status()[1]})")

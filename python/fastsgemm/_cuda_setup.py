@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -81,3 +82,23 @@ def check_at_import() -> None:
         return
     if problem is not None:  # one line: no source line under it, as warnings.warn would print
         warnings.warn_explicit(problem, DriverTooOldWarning, "fastsgemm", 0, module="fastsgemm")
+
+
+def build_info() -> dict | None:
+    """What this build of the extension has code for (setup.py records it in the module): "archs" (machine code,
+    e.g. ["90"]), "ptx" (the architecture whose PTX later GPUs compile at load time), "why" (how they were chosen);
+    None for a build that did not record it."""
+    text = _sgemm.build_info()
+    return json.loads(text) if text else None
+
+
+def runs_on(info: dict, capability) -> bool:
+    """Whether a build (build_info()) has code for a GPU of this compute capability, (major, minor): machine code
+    for the same major and a minor no higher, or PTX of an architecture no newer."""
+    major, minor = capability
+    for arch in info["archs"]:
+        number = int(arch.rstrip("a"))
+        if number // 10 == major and number % 10 <= minor and not arch.endswith("a"):
+            return True
+    ptx = info["ptx"]
+    return int(ptx.rstrip("a")) == 10 * major + minor if ptx.endswith("a") else int(ptx) <= 10 * major + minor
