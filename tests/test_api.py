@@ -206,3 +206,15 @@ def test_readme_tables_are_current():
         sys.path.pop(0)
     stale = [str(path) for path, (current, fresh) in readme_tables.render_all().items() if fresh != current]
     assert not stale, f"stale: {stale}; run python benchmarks/readme_tables.py"
+
+
+def test_raw_results_index_is_current():
+    """benchmarks/results/raw/README.md indexes every raw result (GPU, commit, where it is cited), generated."""
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "raw_index.py"), "--check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
