@@ -91,22 +91,40 @@ def nvcc_archs(nvcc):
     return [c.removeprefix("sm_") for c in done.stdout.split() if c.startswith("sm_") and c[3:].isdigit()]
 
 
+OLDEST_SUPPORTED = 80  # the kernels use cp.async and TF32 mma: compute capability 8.0 and newer
+
+
+def capability(arch):
+    """"90" -> "9.0", "120" -> "12.0"."""
+    return f"{arch[:-1]}.{arch[-1]}"
+
+
 def choose_archs(nvcc):
-    """(archs, why) from FASTSGEMM_CUDA_ARCHS: a list as given; "portable"; "native" (the default): the GPUs here,
-    each one nvcc cannot build for served by the PTX of the newest it can, or portable where there is no GPU."""
-    asked = os.environ.get("FASTSGEMM_CUDA_ARCHS", "native").strip().lower()
+    """(archs, why) from FASTSGEMM_CUDA_ARCHS: a list as given; "portable"; "native" (the default, and what an empty
+    value means): the supported GPUs this machine has (compute capability 8.0 and newer; one newer than this nvcc
+    knows gets the newest target it knows, whose PTX it compiles at load time), or the portable set where it has
+    none."""
+    asked = os.environ.get("FASTSGEMM_CUDA_ARCHS", "").strip().lower() or "native"
     if asked == "portable":
         return parse_archs(PORTABLE_ARCHS), "FASTSGEMM_CUDA_ARCHS=portable"
     if asked != "native":
-        return parse_archs(asked), f"FASTSGEMM_CUDA_ARCHS={asked}"
+        archs = parse_archs(asked)
+        if not archs:
+            raise CudaNotFound(f"fastsgemm: FASTSGEMM_CUDA_ARCHS={asked!r} names no architecture")
+        return archs, f"FASTSGEMM_CUDA_ARCHS={asked}"
     gpus = present_gpus()
-    if not gpus:
-        return parse_archs(PORTABLE_ARCHS), "no GPU found here: the portable set, as FASTSGEMM_CUDA_ARCHS=portable"
-    known = nvcc_archs(nvcc)
+    supported = [g for g in gpus if int(g) >= OLDEST_SUPPORTED]
+    passed_over = "" if len(supported) == len(gpus) else (
+        f" (passed over, older than fastsgemm supports: {', '.join(capability(g) for g in gpus if g not in supported)})")
+    if not supported:
+        where = "no GPU on the machine that built it" if not gpus else "no supported GPU on the machine that built it"
+        return parse_archs(PORTABLE_ARCHS), f"{where}{passed_over}: the portable set, as FASTSGEMM_CUDA_ARCHS=portable"
+    known = [k for k in nvcc_archs(nvcc) if int(k) >= OLDEST_SUPPORTED]
     archs = sorted({g if g in known or not known else max((k for k in known if int(k) <= int(g)), key=int,
-                                                           default=g) for g in gpus}, key=int)
-    return archs, (f"the GPUs found here, compute capability {', '.join(g[:-1] + '.' + g[-1] for g in gpus)}; "
-                   "FASTSGEMM_CUDA_ARCHS=portable builds for every supported GPU")
+                                                           default=g) for g in supported}, key=int)
+    return archs, (f"the GPUs of the machine that built it, compute capability "
+                   f"{', '.join(capability(g) for g in supported)}{passed_over}; FASTSGEMM_CUDA_ARCHS=portable builds "
+                   "for every supported GPU")
 
 
 def mode():

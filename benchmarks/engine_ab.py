@@ -81,6 +81,8 @@ def compare(paths: list[Path], out: Path | None) -> None:
             times.setdefault((row["kernel"], row["shape"]), {}).setdefault(run["label"], []).append(row["median_ms"])
     table = []
     for (kernel, shape), by in times.items():
+        if set(by) != {"base", "new"}:  # timed in one build's rounds only (--kernels differed): nothing to compare
+            continue
         base, new = statistics.median(by["base"]), statistics.median(by["new"])
         table.append({"kernel": kernel, "shape": shape, "base_ms": base, "new_ms": new, "new_speed": base / new,
                       "rounds": {label: by[label] for label in ("base", "new")}})

@@ -40,8 +40,9 @@ PyObject *raise_cuda_error(module_state *st, cudaError_t err, const char *what) 
                                         "every later CUDA call will fail; restart the Python process."
                        : err == cudaErrorNoKernelImageForDevice
                            ? " This build of fastsgemm has no code this GPU can run (python -m fastsgemm says what "
-                             "it was built for): reinstall with FASTSGEMM_CUDA_ARCHS=native on this machine, or "
-                             "=portable (docs/install.md)."
+                             "it was built for). fastsgemm needs compute capability 8.0 or newer; on such a GPU, "
+                             "rebuild on this machine: FASTSGEMM_CUDA_ARCHS=native pip install --no-cache-dir "
+                             "--force-reinstall, or =portable (docs/install.md)."
                            : "";
     PyObject *msg = PyUnicode_FromFormat("CUDA error during %s: %s (%s, code %d).%s", what, text, name, (int)err, hint);
     if (msg == NULL) return NULL;

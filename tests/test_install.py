@@ -195,11 +195,26 @@ def test_native_builds_for_the_gpus_found_here(build_cuda, monkeypatch):
     assert build_cuda.choose_archs("nvcc")[0] == ["120"]
 
 
+def test_gpus_older_than_supported_are_passed_over(build_cuda, monkeypatch):
+    """The kernels need compute capability 8.0 (cp.async, TF32 mma): an older GPU beside a supported one is left
+    out, and one alone makes the build portable; the reason names them."""
+    monkeypatch.delenv("FASTSGEMM_CUDA_ARCHS", raising=False)
+    monkeypatch.setattr(build_cuda, "nvcc_archs", lambda nvcc: ["75", "80", "86", "89", "90", "120"])
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["61", "80"])
+    archs, why = build_cuda.choose_archs("nvcc")
+    assert archs == ["80"] and "6.1" in why and "passed over" in why
+    monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["75"])
+    archs, why = build_cuda.choose_archs("nvcc")
+    assert archs == ["80", "90"] and "7.5" in why and "portable" in why
+
+
 def test_without_a_gpu_the_default_is_portable(build_cuda, monkeypatch):
     monkeypatch.delenv("FASTSGEMM_CUDA_ARCHS", raising=False)
     monkeypatch.setattr(build_cuda, "present_gpus", lambda: [])
     archs, why = build_cuda.choose_archs("nvcc")
     assert archs == build_cuda.parse_archs(build_cuda.PORTABLE_ARCHS) == ["80", "90"] and "no GPU" in why
+    monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", "")  # empty: the default
+    assert build_cuda.choose_archs("nvcc")[0] == ["80", "90"]
     monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", "portable")
     monkeypatch.setattr(build_cuda, "present_gpus", lambda: ["90"])  # asked for: portable even with a GPU here
     assert build_cuda.choose_archs("nvcc")[0] == ["80", "90"]
@@ -211,6 +226,9 @@ def test_a_list_is_taken_as_given_and_nonsense_refused(build_cuda, monkeypatch):
     monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", "hopper")
     with pytest.raises(build_cuda.CudaNotFound, match="hopper"):
         build_cuda.choose_archs("nvcc")
+    monkeypatch.setenv("FASTSGEMM_CUDA_ARCHS", ";")
+    with pytest.raises(build_cuda.CudaNotFound, match="names no architecture"):
+        build_cuda.choose_archs("nvcc")
 
 
 def test_what_a_build_runs_on():
@@ -221,6 +239,9 @@ def test_what_a_build_runs_on():
     assert _cuda_setup.runs_on(hopper, (9, 0)) and not _cuda_setup.runs_on(hopper, (8, 6))
     specific = {"archs": ["90a"], "ptx": "90a"}  # sm_90a code and PTX run on 9.0 alone
     assert _cuda_setup.runs_on(specific, (9, 0)) and not _cuda_setup.runs_on(specific, (10, 0))
+    mixed = {"archs": ["90a", "100"], "ptx": "100"}  # 9.0 runs the sm_90a code, though the PTX is newer
+    assert _cuda_setup.runs_on(mixed, (9, 0)) and _cuda_setup.runs_on(mixed, (10, 3))
+    assert not _cuda_setup.runs_on(mixed, (8, 9))
 
 
 def test_the_build_records_what_it_covers():

@@ -32,7 +32,7 @@ def test_relative_error():
 
 def test_why_no_gpu_agrees_with_cuda_available():
     assert (ft.why_no_gpu() == "") == fastsgemm.cuda_available()
-    assert fastsgemm.device_count() >= (1 if fastsgemm.cuda_available() else 0)
+    assert (fastsgemm.device_count() > 0) == fastsgemm.cuda_available()
 
 
 def test_without_a_gpu_the_device_helpers_say_why():
@@ -55,3 +55,15 @@ def test_random_device_matrices():
     assert not np.array_equal(values, ft.random_device_matrix(300, 200, seed=8).numpy())
     assert ft.relative_error(a, values) == 0.0  # a DeviceArray is read back for the comparison
     assert ft.current_device() == 0
+
+
+@pytest.mark.gpu
+def test_random_device_matrices_are_made_on_the_current_device_only():
+    """The fill runs on the calling thread's current device: another device is refused, not filled from the wrong
+    GPU; the current one may be named in any form sgemm takes."""
+    current = ft.current_device()
+    assert ft.random_device_matrix(4, 4, device=current).numpy().shape == (4, 4)
+    if fastsgemm.device_count() < 2:
+        pytest.skip("needs two CUDA devices")
+    with pytest.raises(ValueError, match="current device"):
+        ft.random_device_matrix(4, 4, device=1 - current if current < 2 else 0)

@@ -98,7 +98,10 @@ def runs_on(info: dict, capability) -> bool:
     major, minor = capability
     for arch in info["archs"]:
         number = int(arch.rstrip("a"))
-        if number // 10 == major and number % 10 <= minor and not arch.endswith("a"):
+        if arch.endswith("a"):  # architecture-specific code (sm_90a) runs on that architecture alone
+            if number == 10 * major + minor:
+                return True
+        elif number // 10 == major and number % 10 <= minor:
             return True
     ptx = info["ptx"]
     return int(ptx.rstrip("a")) == 10 * major + minor if ptx.endswith("a") else int(ptx) <= 10 * major + minor

@@ -20,7 +20,7 @@ import types
 import numpy as np
 
 from . import _benchmark, _sgemm
-from ._api import CudaError, cuda_available, cuda_status
+from ._api import CudaError, cuda_available, cuda_status, device_ordinal
 from ._device_array import DeviceArray
 from ._registry import ERROR_BOUND as _ERROR_BOUND
 from ._registry import REGISTRY, parse_kernel
@@ -65,9 +65,16 @@ def relative_error(result, reference) -> float:
 
 def random_device_matrix(rows: int, cols: int, *, seed: int = 0, device=None) -> DeviceArray:
     """A rows x cols float32 DeviceArray of uniform random values in [-1, 1), made on the GPU (no host copy, so a
-    16384^2 input costs milliseconds); the same values for the same seed. `device`: an ordinal, a torch.device or
-    a CuPy Device (the current device when None). CudaError where no GPU is usable."""
-    return _benchmark.random_device_matrix(rows, cols, seed, device)
+    16384^2 input costs milliseconds); the same values for the same seed. `device`: None or the calling thread's
+    current device, as an ordinal, a torch.device or a CuPy Device: the values are made by a kernel on the current
+    device, so another device is refused (ValueError; make it current first, e.g. with torch.cuda.device).
+    CudaError where no GPU is usable."""
+    current = current_device()
+    ordinal = current if device is None else device_ordinal(device)
+    if ordinal != current:
+        raise ValueError(f"random_device_matrix makes its values on the current device ({current}), not on device "
+                         f"{ordinal}: make that device current first")
+    return _benchmark.random_device_matrix(rows, cols, seed, ordinal)
 
 
 def why_no_gpu() -> str:
