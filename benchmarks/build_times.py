@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def setup_constant(name):
-    """A constant of setup.py exactly as the build uses it."""
-    for node in ast.parse((ROOT / "setup.py").read_text()).body:
+def setup_constant(name, root=ROOT):
+    """A constant of setup.py (that of the tree at `root`) exactly as the build uses it."""
+    for node in ast.parse((root / "setup.py").read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return ast.literal_eval(node.value)
     raise SystemExit(f"setup.py has no {name}")

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from build_times import setup_constant  # beside this file
+
 
 def tool(name: str) -> str:
     """A CUDA tool: $NVCC or $CUOBJDUMP, else on PATH or in /usr/local/cuda, else from the nvidia-cuda-* wheels the
@@ -39,14 +41,7 @@ def tool(name: str) -> str:
 
 def nvcc_flags(tree: Path) -> tuple[list[str], dict]:
     """setup.py's NVCC_FLAGS and FILE_ARCHS, read from the tree's own setup.py without running it."""
-    text = (tree / "setup.py").read_text()
-    scope: dict = {}
-    for name in ("NVCC_FLAGS", "FILE_ARCHS"):
-        match = re.search(rf"^{name} = (\{{.*?\}}|\[.*?\])\n", text, re.M | re.S)
-        if match is None:
-            sys.exit(f"{tree}/setup.py: no {name}")
-        scope[name] = eval(match.group(1), {})  # a literal list or dict of strings in our own setup.py
-    return scope["NVCC_FLAGS"], scope["FILE_ARCHS"]
+    return setup_constant("NVCC_FLAGS", tree), setup_constant("FILE_ARCHS", tree)
 
 
 def kernels_of(tree: Path, source: str, arch: str | None, work: Path) -> collections.Counter:

@@ -33,6 +33,12 @@ def cuda_available() -> bool:
     return cuda_status()[0]
 
 
+def require_cuda() -> None:
+    """CudaError, with CUDA's reason, where no GPU is usable."""
+    if not cuda_available():
+        raise CudaError(f"no usable CUDA device: {cuda_status()[1]}")
+
+
 def device_count() -> int:
     """How many CUDA devices this process can use: 0 where none is (no GPU, no driver, or one too old)."""
     return _sgemm.device_count() if cuda_available() else 0
@@ -73,8 +79,7 @@ def device_info(device=None) -> dict:
     `device` (an ordinal, a torch.device or a CuPy Device; the current device when None).
 
     Raises CudaError when there is no usable device."""
-    if not cuda_available():
-        raise CudaError(f"no usable CUDA device: {cuda_status()[1]}")
+    require_cuda()
     info = _sgemm.device_info(device_ordinal(device))
     lanes = _FP32_LANES.get(tuple(info["compute_capability"]), 128)
     info["fp32_lanes_per_sm"] = lanes

@@ -20,7 +20,7 @@ import types
 import numpy as np
 
 from . import _benchmark, _sgemm
-from ._api import CudaError, cuda_available, cuda_status, device_ordinal
+from ._api import cuda_status, device_ordinal, require_cuda
 from ._device_array import DeviceArray
 from ._registry import ERROR_BOUND as _ERROR_BOUND
 from ._registry import REGISTRY, parse_kernel
@@ -86,8 +86,7 @@ def why_no_gpu() -> str:
 def current_device() -> int:
     """The CUDA runtime's current device on the calling thread, as fastsgemm's own runtime sees it: a test that a
     call leaves it where it found it. CudaError where no GPU is usable."""
-    if not cuda_available():
-        raise CudaError(f"no usable CUDA device: {cuda_status()[1]}")
+    require_cuda()
     return _sgemm.current_device()
 
 
