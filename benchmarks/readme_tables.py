@@ -34,10 +34,12 @@ def kernel_table():
         rung = "-" if k.rung is None else str(k.rung)
         device = "host" if k.device == "cpu" else "CUDA"
         lines.append(f"| {rung} | `{k.name}` | {device} | {k.idea} |")
-    configs = [(f"{k.name}:{c.name}", c.shape) for k in fastsgemm.kernels() for c in k.configs]
+    configs = [(f"{k.name}:{c.name}", c.shape, "" if c.source == k.source else f" (`{c.source}`)")
+               for k in fastsgemm.kernels() for c in k.configs]
     if configs:
-        lines += ["", "Other configurations, for `kernel=` and the tuning behind `auto`:", ""]
-        lines += [f"- `{name}`: {shape}" for name, shape in configs]
+        lines += ["", "Other configurations, for `kernel=` and the tuning behind `auto` (in the rung's file, or in the "
+                  "engine's where named):", ""]
+        lines += [f"- `{name}`: {shape}{where}" for name, shape, where in configs]
     return "\n".join(lines)
 
 

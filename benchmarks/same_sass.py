@@ -7,7 +7,9 @@ Each file is compiled in each tree with setup.py's nvcc flags for one architectu
 target in setup.py's FILE_ARCHS, else sm_90), and `cuobjdump -sass` lists every kernel's instructions. Kernels are
 matched by their instructions, not their names (a move may rename a namespace): the answer is the kernels whose
 code appears in one tree and not the other. A file may be named by its path in either tree (a file that moved:
-OLD_PATH=NEW_PATH). Exit status 0 when every file's kernels are the same, 1 otherwise. Needs nvcc and cuobjdump,
+OLD_PATH=NEW_PATH), and either side may be several files whose kernels are taken together (code that moved out
+of a rung into the engine: kernels/ladder/11_warptile.cu=kernels/ladder/11_warptile.cu+kernels/engine/warptile.cu;
+a kernel both files instantiate counts once). Exit status 0 when every file's kernels are the same, 1 otherwise. Needs nvcc and cuobjdump,
 no GPU.
 """
 from __future__ import annotations
@@ -81,8 +83,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         for spec in args.files:
             old_path, _, new_path = spec.partition("=")
-            old = kernels_of(args.old.resolve(), old_path, args.arch, Path(folder))
-            new = kernels_of(args.new.resolve(), new_path or old_path, args.arch, Path(folder))
+            old, new = collections.Counter(), collections.Counter()
+            for path in old_path.split("+"):
+                old |= kernels_of(args.old.resolve(), path, args.arch, Path(folder))
+            for path in (new_path or old_path).split("+"):
+                new |= kernels_of(args.new.resolve(), path, args.arch, Path(folder))
             gone, came = old - new, new - old
             same = sum((old & new).values())
             verdict = "same" if not gone and not came else "DIFFERENT"

@@ -120,6 +120,8 @@ typedef struct fsg_config {
     /* NULL: the rung's precision. "near-fp32": within the FP32 bound but with an error above cuBLAS SGEMM's
      * (ozaki's seven moduli), which kernel="auto" never runs. */
     const char *precision;
+    /* The file that holds its launcher, relative to the repository; NULL: the rung's own (fsg_rung.source). */
+    const char *source;
 } fsg_config;
 
 typedef struct fsg_rung {

@@ -56,6 +56,16 @@ def test_registry_sources_exist():
     root = pathlib.Path(__file__).resolve().parent.parent
     for k in fastsgemm.kernels():
         assert (root / k.source).is_file(), f"{k.name}: {k.source} is missing"
+        for c in k.configs:  # a configuration lives in its rung's file or in the engine's, which may include it
+            assert (root / c.source).is_file(), f"{k.name}:{c.name}: {c.source} is missing"
+            assert c.source == k.source or c.source.startswith("kernels/engine/"), (k.name, c.name, c.source)
+    # and no lesson includes the engine's files that hold configurations (they include the lesson)
+    engine_files = {c.source for k in fastsgemm.kernels() for c in k.configs if c.source != k.source}
+    assert engine_files, "warptile's shapes live in the engine"
+    for lesson in (root / "kernels" / "ladder").glob("*.cu"):
+        for engine_file in engine_files:
+            include = f'#include "{engine_file.removeprefix("kernels/")}"'
+            assert include not in lesson.read_text(), (lesson.name, engine_file)
 
 
 # ---- bad input: clear exceptions, never a crash or a silent cast ----

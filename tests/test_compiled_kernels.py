@@ -75,60 +75,74 @@ CUDA_RUNGS = [k for k in fastsgemm.kernels() if k.source.endswith(".cu")]
 pytestmark = [pytest.mark.compiler, pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")]
 
 
+# The engine's files that hold configurations of rungs (kernels/engine/*.cu): checked as the rungs' own files are.
+ENGINE_SOURCES = sorted({c.source for k in CUDA_RUNGS for c in k.configs if c.source != k.source})
+# What the per-file checks run on: each rung by name, each engine file by its path.
+FILES = [k.name for k in CUDA_RUNGS] + ENGINE_SOURCES
+
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    """rung name -> (ptxas report, object file), each rung compiled once."""
+    """rung name or engine file -> (ptxas report, object file), each compiled once."""
     out_dir = tmp_path_factory.mktemp("sass")
     results = {}
-    for k in CUDA_RUNGS:
-        obj = out_dir / (Path(k.source).stem + ".o")
-        command = [NVCC, *nvcc_flags(), arch_flag(k.source), "-Xptxas", "-v", "-I", str(ROOT / "kernels"), "-c",
-                   str(ROOT / k.source), "-o", str(obj)]
+    for name, source in [(k.name, k.source) for k in CUDA_RUNGS] + [(s, s) for s in ENGINE_SOURCES]:
+        obj = out_dir / (source.removeprefix("kernels/").replace("/", "_").removesuffix(".cu") + ".o")
+        command = [NVCC, *nvcc_flags(), arch_flag(source), "-Xptxas", "-v", "-I", str(ROOT / "kernels"), "-c",
+                   str(ROOT / source), "-o", str(obj)]
         done = subprocess.run(command, capture_output=True, text=True)
-        assert done.returncode == 0, f"{k.source} does not compile:\n{done.stderr}"
-        results[k.name] = (done.stdout + done.stderr, obj)
+        assert done.returncode == 0, f"{source} does not compile:\n{done.stderr}"
+        results[name] = (done.stdout + done.stderr, obj)
     return results
 
 
-@pytest.mark.parametrize("kernel", CUDA_RUNGS, ids=[k.name for k in CUDA_RUNGS])
-def test_no_spills(kernel, compiled):
-    report, _ = compiled[kernel.name]
+def test_engine_files_are_found():
+    """warptile's other shapes live in the engine (kernels/engine/warptile.cu): the list above is not empty."""
+    assert "kernels/engine/warptile.cu" in ENGINE_SOURCES
+
+
+RUNG_NUMBER = {k.name: k.rung for k in CUDA_RUNGS}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_no_spills(name, compiled):
+    report, _ = compiled[name]
     usages = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", report)
-    assert usages, f"no ptxas resource report for {kernel.source}:\n{report}"
+    assert usages, f"no ptxas resource report for {name}:\n{report}"
     spilling = [u for u in usages if u[1] != "0" or u[2] != "0"]
-    assert not spilling, f"{kernel.name} spills registers in {len(spilling)} instantiation(s): {spilling}"
-    if kernel.rung is not None and kernel.rung >= NO_STACK_FROM_RUNG:
+    assert not spilling, f"{name} spills registers in {len(spilling)} instantiation(s): {spilling}"
+    rung = RUNG_NUMBER.get(name, NO_STACK_FROM_RUNG)  # the engine's kernels: no stack frames either
+    if rung is not None and rung >= NO_STACK_FROM_RUNG:
         framed = [u for u in usages if u[0] != "0"]
-        assert not framed, f"{kernel.name} has a stack frame in {len(framed)} instantiation(s): {framed}"
+        assert not framed, f"{name} has a stack frame in {len(framed)} instantiation(s): {framed}"
 
 
-@pytest.mark.parametrize("kernel", CUDA_RUNGS, ids=[k.name for k in CUDA_RUNGS])
-def test_wgmmas_are_not_serialized(kernel, compiled):
+@pytest.mark.parametrize("name", FILES)
+def test_wgmmas_are_not_serialized(name, compiled):
     """Where ptxas cannot keep a kernel's wgmmas in flight together (registers the wgmmas define touched on a
     path it cannot order, too few registers), it makes each wait for the one before and says so in its report
     ("wgmma.mma_async instructions are serialized due to ..."). The results stay right and the tensor cores
     run a fraction of the time; this check catches it where there is no GPU to time it. Rung 17's epilogue
     with a fast path for tiles inside D did it (benchmarks/NOTES.md, "The persistent grid")."""
-    report, _ = compiled[kernel.name]
+    report, _ = compiled[name]
     serialized = [line.strip() for line in report.splitlines() if "wgmma" in line and "serialized" in line]
-    assert not serialized, f"{kernel.name}: ptxas serialized wgmmas:\n" + "\n".join(serialized)
+    assert not serialized, f"{name}: ptxas serialized wgmmas:\n" + "\n".join(serialized)
 
 
 NM = shutil.which("nm")
 
 
 @pytest.mark.skipif(NM is None, reason="needs nm (binutils)")
-@pytest.mark.parametrize("kernel", CUDA_RUNGS, ids=[k.name for k in CUDA_RUNGS])
-def test_a_rung_file_defines_only_its_launchers(kernel, compiled):
-    """A rung file is included by the next rung for its code: everything it defines with external linkage
-    (strong global symbols, nm's T) must be its extern "C" launchers, or the two objects would clash at
-    link time. Its kernels and helpers are templates or inline."""
-    listed = subprocess.run([NM, "-g", "--defined-only", str(compiled[kernel.name][1])], capture_output=True,
-                            text=True)
+@pytest.mark.parametrize("name", FILES)
+def test_a_rung_file_defines_only_its_launchers(name, compiled):
+    """A rung file is included by the next rung, and by the engine, for its code: everything it or an engine
+    file defines with external linkage (strong global symbols, nm's T) must be its extern "C" launchers, or two
+    objects would clash at link time. Kernels and helpers are templates or inline."""
+    listed = subprocess.run([NM, "-g", "--defined-only", str(compiled[name][1])], capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
     strong = [line.split()[-1] for line in listed.stdout.splitlines() if line.split()[1:2] == ["T"]]
-    assert strong and all(name.startswith("fsg_") for name in strong), (
-        f"{kernel.source} defines more than its launchers: {[n for n in strong if not n.startswith('fsg_')]}")
+    assert strong and all(symbol.startswith("fsg_") for symbol in strong), (
+        f"{name} defines more than its launchers: {[n for n in strong if not n.startswith('fsg_')]}")
 
 
 def sass_opcodes(obj):

@@ -17,19 +17,11 @@
  * The shape is a template configuration (WarpTiling). The rung's own is
  * rung 10's block tile: 128 x 256 x 16, 2 x 4 warps of 64 x 64, 16 x 8 per
  * thread, one block per SM: the most reuse, the fastest per unit of work.
- * Smaller shapes are configurations (kernel="warptile:<name>", and the tuning
- * table behind kernel="auto" chooses among them):
- *   - 128x128x16: 4 x 2 warps of 32 x 64, 8 x 8 per thread, two blocks per
- *     SM: the same work per SM at a time, in tiles half as big;
- *   - 64x128x16 and 64x64x16: more blocks for smaller problems.
+ * Other shapes, and a choice between two of them by how their tiles fall on
+ * the SMs, are the engine's (kernels/engine/warptile.cu: kernel="warptile:<name>",
+ * among which the tuning table behind kernel="auto" chooses).
  *
- * Configuration "waves" picks between the wide and the 128 x 128 shape by how
- * the tiles fall on the SMs, because tiles are paid for whole
- * (launch_by_waves, below): on 4095 x 4097, 544 wide tiles make five rounds
- * over 132 SMs where 4096^3's 512 make four; 1,056 square tiles make eight
- * half-size rounds: square runs there, wide at 4096^3.
- *
- * Tile parameters: the shapes above. Everything else is rung 10: two shared-memory stages, cp.async where layouts
+ * Tile parameters: the shape above. Everything else is rung 10: two shared-memory stages, cp.async where layouts
  * agree and the matrix is aligned, register prefetch otherwise, double-buffered
  * fragments in the shapes with one block per SM, one barrier per k-step,
  * padded rows. Shared memory is dynamic.
@@ -69,10 +61,8 @@ struct WarpTiling {
     static_assert(kBK % 4 == 0, "tiles move in float4s along k");
 };
 
-// The rung's two shapes (the measurements behind them: benchmarks/NOTES.md, results/raw/).
+// The rung's shape (the measurements behind it: benchmarks/NOTES.md, results/raw/).
 using kWide = WarpTiling<128, 256, 16, 2, 4, 4, 8, 1>;
-using kSquare = WarpTiling<128, 128, 16, 4, 2, 4, 8, 2>;
-static_assert(kWide::kBM == kSquare::kBM, "launch_by_waves counts both shapes' block rows once");
 
 template <typename Cfg, typename Index>
 constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers
@@ -140,24 +130,6 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     });
 }
 
-/* Configuration "waves". A tile's cost is paid per SM in whole tiles: with S
- * SMs an SM runs up to ceil(tiles / S) of them, the last round only partly
- * full. Counted in 128 x 128 tiles of work, wide costs 2 * ceil(wide / S) and
- * square ceil(square / S) (its two blocks per SM share the SM); wide does the
- * same work 3.5% faster (measured at 4096^3 and 8192^3, benchmarks/NOTES.md),
- * so it runs when its cost, less that, is no higher. */
-inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
-    constexpr double kWideSpeedup = 1.035;
-    int sms = 0;
-    const cudaError_t err = current_sm_count(&sms);
-    if (err != cudaSuccess) return err;
-    const int64_t block_rows = ceil_div(g->m, kWide::kBM) * slice_count(*g);  // split-K: each slice's tiles
-    const int64_t wide = block_rows * ceil_div(g->n, kWide::kBN), square = block_rows * ceil_div(g->n, kSquare::kBN);
-    const double wide_cost = 2.0 * (double)ceil_div(wide, sms) / kWideSpeedup;
-    if (wide_cost <= (double)ceil_div(square, sms)) return launch<kWide>(g, stream);
-    return launch<kSquare>(g, stream);
-}
-
 }  // namespace warptile
 }  // namespace fsg
 
@@ -165,25 +137,6 @@ inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::warptile::launch<fsg::warptile::kWide>(g, stream);
-}
-
-/* Each shape on its own, for kernel="warptile:<name>" and the tuning behind
- * kernel="auto" (kernels/support/registry.c lists them). Bigger tiles reuse more per
- * load on big problems; smaller ones keep every SM busy on smaller ones. */
-extern "C" cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch<fsg::warptile::kSquare>(g, stream);
-}
-
-extern "C" cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch<fsg::warptile::WarpTiling<64, 128, 16, 2, 4, 4, 8, 3>>(g, stream);
-}
-
-extern "C" cudaError_t fsg_warptile_64x64x16_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch<fsg::warptile::WarpTiling<64, 64, 16, 2, 2, 4, 8, 4>>(g, stream);
-}
-
-extern "C" cudaError_t fsg_warptile_waves_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch_by_waves(g, stream);
 }
 #endif
 

@@ -19,15 +19,16 @@ static const fsg_config tile2d_configs[] = {
      fsg_tile2d_walked_sgemm, GRID_Y_LIMIT(128)},
 };
 
+#define ENGINE_WARPTILE .source = "kernels/engine/warptile.cu"
 static const fsg_config warptile_configs[] = {
     {"128x128x16", "8 warps of 32 x 64, 8 x 8 per thread, two blocks per SM: the same work per wave, smaller tiles",
-     fsg_warptile_128x128x16_sgemm, GRID_Y_LIMIT(128)},
+     fsg_warptile_128x128x16_sgemm, GRID_Y_LIMIT(128), ENGINE_WARPTILE},
     {"64x128x16", "8 warps of 32 x 32, 8 x 4 per thread, three blocks per SM", fsg_warptile_64x128x16_sgemm,
-     GRID_Y_LIMIT(64)},
+     GRID_Y_LIMIT(64), ENGINE_WARPTILE},
     {"64x64x16", "4 warps of 32 x 32, 8 x 4 per thread, four blocks per SM: more blocks for smaller problems",
-     fsg_warptile_64x64x16_sgemm, GRID_Y_LIMIT(64)},
+     fsg_warptile_64x64x16_sgemm, GRID_Y_LIMIT(64), ENGINE_WARPTILE},
     {"waves", "128 x 256 or 128 x 128 blocks, whichever falls in fewer rounds over the SMs",
-     fsg_warptile_waves_sgemm, GRID_Y_LIMIT(128)},
+     fsg_warptile_waves_sgemm, GRID_Y_LIMIT(128), ENGINE_WARPTILE},
 };
 
 /* The tensor-core rungs' sums keep their accuracy at any K: a long K is sliced

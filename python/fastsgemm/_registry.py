@@ -17,6 +17,7 @@ class KernelConfig(NamedTuple):
     fill: tuple | None = None  # how a long K is sliced: KernelInfo.fill
     batched: bool = False  # runs a stack of products in one launch: KernelInfo.batched
     precision: str = "fp32"  # KernelInfo.precision, or "near-fp32": within the FP32 bound, never auto's
+    source: str = ""  # the file that holds it: the rung's own, or the engine's (kernels/engine/)
 
 
 class KernelInfo(NamedTuple):
