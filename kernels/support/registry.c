@@ -16,7 +16,7 @@
  * (ladder.h); without one a stack runs product by product (fsg_each_product). */
 static const fsg_config tile2d_configs[] = {
     {"walked", "tiles loaded through pointers moved on by a tile per step, not recomputed indices and bounds",
-     fsg_tile2d_walked_sgemm, GRID_Y_LIMIT(128)},
+     fsg_tile2d_walked_sgemm, GRID_Y_LIMIT(128), .source = "kernels/engine/tile2d_walked.cu"},
 };
 
 #define ENGINE_WARPTILE .source = "kernels/engine/warptile.cu"
