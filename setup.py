@@ -1,5 +1,6 @@
 """Build fastsgemm's extension: nvcc compiles kernels/**/*.cu (the ladder's
-rungs in kernels/ladder/, support code in kernels/support/), the C compiler
+rungs in kernels/ladder/, the engine's configurations in kernels/engine/,
+support code in kernels/support/), the C compiler
 compiles csrc/*.c and kernels/**/*.c, and one shared object links them with
 the CUDA runtime (static). cuBLAS is not linked: the module opens it on first
 use (kernels/support/cublas.c).

@@ -173,7 +173,8 @@ cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
-/* The configurations' launchers, in their rungs' files (registry.c says what each is). */
+/* The configurations' launchers, in their rungs' files or the engine's (registry.c says what each is and, in
+ * fsg_config.source, where it lives). */
 cudaError_t fsg_tile2d_walked_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_128x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_warptile_64x128x16_sgemm(const fsg_gemm *g, cudaStream_t stream);

@@ -145,6 +145,51 @@ def test_a_rung_file_defines_only_its_launchers(name, compiled):
         f"{name} defines more than its launchers: {[n for n in strong if not n.startswith('fsg_')]}")
 
 
+@pytest.mark.skipif(NM is None, reason="needs nm (binutils)")
+def test_no_launcher_is_defined_twice(compiled):
+    """Across every rung's and engine file's object, each strong symbol is defined once: an engine file that
+    includes a lesson must not define the lesson's launchers again (the link would fail, or worse, pick one)."""
+    where = {}
+    for name, (_, obj) in compiled.items():
+        listed = subprocess.run([NM, "-g", "--defined-only", str(obj)], capture_output=True, text=True, check=True)
+        for line in listed.stdout.splitlines():
+            if line.split()[1:2] == ["T"]:
+                where.setdefault(line.split()[-1], []).append(name)
+    twice = {symbol: files for symbol, files in where.items() if len(files) > 1}
+    assert where and not twice, twice
+
+
+def kernels_in_more_than_one_object(compiled, hopper):
+    """{kernel: [objects]} for the kernels compiled into more than one of the objects built for sm_90a (hopper) or
+    for the default targets (not hopper)."""
+    assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
+    sources = {k.name: k.source for k in CUDA_RUNGS} | {s: s for s in ENGINE_SOURCES}
+    where = {}
+    for name, (_, obj) in compiled.items():
+        if (sources[name] in setup_constant("FILE_ARCHS")) != hopper:
+            continue
+        dump = subprocess.run([CUOBJDUMP, "-sass", str(obj)], capture_output=True, text=True, check=True).stdout
+        for kernel in set(re.findall(r"Function : (\S+)", dump)):
+            where.setdefault(kernel, []).append(name)
+    assert where, "no kernels listed"
+    return {kernel: files for kernel, files in where.items() if len(files) > 1}
+
+
+def test_no_kernel_is_compiled_into_two_objects(compiled):
+    """Each kernel instantiation lives in one object: a lesson's kernels in its own, an engine file's in its own. A
+    function a lesson leaves outside its launcher guard that launches a kernel (a non-template inline launcher)
+    would compile that kernel into every later rung that includes the lesson."""
+    twice = kernels_in_more_than_one_object(compiled, hopper=False)
+    assert not twice, f"{len(twice)} kernels in more than one object, e.g. {list(twice.items())[:3]}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 46: the wgmma rungs include the rungs before them, and kernels "
+                   "written as templates for that (rung 14's template <int = 0>) are compiled again in each")
+def test_no_hopper_kernel_is_compiled_into_two_objects(compiled):
+    twice = kernels_in_more_than_one_object(compiled, hopper=True)
+    assert not twice, f"{len(twice)} kernels in more than one object, e.g. {list(twice.items())[:3]}"
+
+
 def sass_opcodes(obj):
     dump = subprocess.run([CUOBJDUMP, "-sass", str(obj)], capture_output=True, text=True)
     assert dump.returncode == 0, dump.stderr

@@ -37,7 +37,8 @@ inline cudaError_t launch_by_waves(const fsg_gemm *g, cudaStream_t stream) {
     const int64_t block_rows = ceil_div(g->m, kWide::kBM) * slice_count(*g);  // split-K: each slice's tiles
     const int64_t wide = block_rows * ceil_div(g->n, kWide::kBN), square = block_rows * ceil_div(g->n, kSquare::kBN);
     const double wide_cost = 2.0 * (double)ceil_div(wide, sms) / kWideSpeedup;
-    if (wide_cost <= (double)ceil_div(square, sms)) return launch<kWide>(g, stream);
+    // The lesson's shape through the lesson's own launcher: its kernels stay in its object alone.
+    if (wide_cost <= (double)ceil_div(square, sms)) return fsg_warptile_sgemm(g, stream);
     return launch<kSquare>(g, stream);
 }
 

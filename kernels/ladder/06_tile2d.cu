@@ -98,21 +98,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) tile2d_sgemm
     }
 }
 
-inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM), slice_count(*g));
-    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
-        tile2d_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value>
-            <<<grid, kThreads, 0, stream>>>(*g);
-    });
-}
-
 }  // namespace tile2d
 }  // namespace fsg
 
 // ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::tile2d::launch(g, stream);
+    using namespace fsg;
+    using namespace fsg::tile2d;
+    const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM), slice_count(*g));
+    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        tile2d_sgemm_kernel<typename decltype(index)::type, decltype(a_trans)::value, decltype(b_trans)::value>
+            <<<grid, kThreads, 0, stream>>>(*g);
+    });
 }
 #endif
 
