@@ -8,6 +8,8 @@ Private names appear only where a test is about that private piece itself: the t
 choices, the C entry points that forge lying operands or time a kernel, the build's own functions.
 """
 import os
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -25,6 +27,18 @@ def tolerance(kernel):
     """The relative Frobenius error a rung (or "rung:config") must meet on random data: FP32's, or TF32's
     for the rungs that round their operands to TF32 (the registry's precision)."""
     return TF32_TOLERANCE if _PRECISION.get(kernel.partition(":")[0], "fp32") == "tf32" else FP32_TOLERANCE
+
+
+def run_at_once(commands, timeout=300):
+    """Runs each command (key -> argv) as its own process, several at once (one per core, at most 16), and returns
+    key -> subprocess.CompletedProcess with text output: for tests whose time is mostly a fresh interpreter's start
+    and imports. A process past `timeout` seconds raises subprocess.TimeoutExpired in the test that asked."""
+    def run(item):
+        key, argv = item
+        return key, subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        return dict(pool.map(run, commands.items()))
 
 
 def pytest_runtest_setup(item):

@@ -1,5 +1,6 @@
 """The API contract apart from arithmetic: the registry, bad input, the
 no-GPU behaviour, the GIL. Runs everywhere; GPU-only parts are marked."""
+import functools
 import threading
 import warnings
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import fastsgemm
-from conftest import random_matrix, rung_params
+from conftest import SEED, random_matrix, rung_params
 
 # ---- the registry ----
 
@@ -175,14 +176,20 @@ def test_auto_uses_a_gpu_rung_without_warning(rng):
 # ---- the GIL ----
 
 
+@functools.cache
+def long_operands(size):
+    """Operands for a long call, made once for every rung (two 4096^2 random matrices take a third of a second)."""
+    rng = np.random.default_rng([SEED, size])
+    return random_matrix(rng, size, size), random_matrix(rng, size, size)
+
+
 @pytest.mark.parametrize("kernel", rung_params())
 def test_gil_released_while_working(kernel, rng):
     """Python code in another thread finishes a fixed amount of work while one long sgemm is running."""
     X, Y = random_matrix(rng, 768, 768), random_matrix(rng, 768, 768)
     fastsgemm.sgemm(X, Y, kernel=kernel)  # warm-up: handles, module load
-    big = (random_matrix(rng, 1536, 1536), random_matrix(rng, 1536, 1536)) if kernel == "cpu" else None
-    if big is None:  # GPU rungs: many host-array calls, each mostly copies and waiting with the GIL released
-        big = (random_matrix(rng, 4096, 4096), random_matrix(rng, 4096, 4096))
+    # The cpu rung computes; GPU rungs make host-array calls that mostly copy and wait with the GIL released.
+    big = long_operands(1536 if kernel == "cpu" else 4096)
     running = threading.Event()
     finished_while_running = []
 

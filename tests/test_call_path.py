@@ -1,6 +1,6 @@
 """The per-call path: the C fast path (csrc/fast_call.c) for torch tensors, CuPy arrays, DeviceArrays and NumPy
 arrays, the general path behind it, the streams each waits on, and CUDA graph capture."""
-import subprocess
+import functools
 import sys
 import textwrap
 
@@ -10,7 +10,7 @@ import pytest
 import fastsgemm
 from fastsgemm import _sgemm
 from fastsgemm._device_array import record_writer
-from conftest import assert_close, random_matrix, reference, tolerance
+from conftest import assert_close, random_matrix, reference, run_at_once, tolerance
 
 FAST_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "naive"]
 
@@ -222,32 +222,39 @@ def test_cupy_stream_capture_and_replay(kernel, rng):
     assert_close(cupy.asnumpy(out), reference(A, B), tol=tolerance(kernel), what=f"{kernel} CuPy graph replay")
 
 
-def run_python(code):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+COLD_CAPTURE_KERNELS = ("cublas", "tf32x3", "auto")
+COLD_CAPTURE = """
+    import numpy as np, torch, fastsgemm
+    rng = np.random.default_rng(1)
+    A = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
+    B = rng.uniform(-1, 1, (200, 100)).astype(np.float32)
+    a, b = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    out = torch.full((300, 100), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fastsgemm.sgemm(a, b, out=out, kernel=KERNEL)
+    graph.replay()
+    torch.cuda.synchronize()
+    error = np.linalg.norm(out.cpu().numpy() - A.astype(np.float64) @ B) / np.linalg.norm(A.astype(np.float64) @ B)
+    print("ERROR", error)
+"""
+
+
+@functools.cache
+def cold_captures():
+    """Each kernel's fresh process, all at once (each mostly imports torch)."""
+    return run_at_once({kernel: [sys.executable, "-c", f"KERNEL = {kernel!r}" + textwrap.dedent(COLD_CAPTURE)]
+                        for kernel in COLD_CAPTURE_KERNELS})
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["cublas", "tf32x3", "auto"])
+@pytest.mark.parametrize("kernel", COLD_CAPTURE_KERNELS)
 def test_cold_capture(kernel):
     """The call inside the capture is the process's first use of cuBLAS and of the workspace pool."""
     pytest.importorskip("torch")
-    done = run_python(f"""
-        import numpy as np, torch, fastsgemm
-        rng = np.random.default_rng(1)
-        A = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
-        B = rng.uniform(-1, 1, (200, 100)).astype(np.float32)
-        a, b = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
-        out = torch.full((300, 100), float("nan"), device="cuda")
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fastsgemm.sgemm(a, b, out=out, kernel={kernel!r})
-        graph.replay()
-        torch.cuda.synchronize()
-        error = np.linalg.norm(out.cpu().numpy() - A.astype(np.float64) @ B) / np.linalg.norm(A.astype(np.float64) @ B)
-        print("ERROR", error)
-    """)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = cold_captures()[kernel]
+    assert done.returncode == 0 and "ERROR" in done.stdout, done.stderr[-3000:]
     error = float(done.stdout.split("ERROR")[1])
     assert error < tolerance(kernel), error
 

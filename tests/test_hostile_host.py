@@ -4,6 +4,7 @@ benchmark() checks every argument before any work: TypeError for a wrong type, V
 each naming the argument and the value. The bench CLI answers every user error with argparse's usage and a
 one-line error, exit status 2, before it looks for a GPU; valid arguments reach that point unchanged.
 """
+import functools
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 
 import fastsgemm
 import fastsgemm.testing
+from conftest import run_at_once
 
 # ---- fastsgemm.benchmark ----
 
@@ -104,32 +106,38 @@ def bench(*args):
                           timeout=120)
 
 
-@pytest.mark.parametrize(
-    "args, bad",
-    [
-        (["--sizes", "-4"], "-4"),
-        (["--sizes", "0"], "'0'"),
-        (["--sizes", "4x0x4"], "4x0x4"),
-        (["--sizes", "abc"], "abc"),
-        (["--sizes", "4x4"], "4x4"),
-        (["--sizes", "4x4x4x4"], "4x4x4x4"),
-        (["--sizes", "1024", "4.5"], "4.5"),
-        (["--sizes", "4xx4"], "4xx4"),
-        (["--kernels", "bogus"], "bogus"),
-        (["--kernels", "naive", "warptile:nope"], "nope"),
-        (["--repeats", "0"], "'0'"),
-        (["--repeats", "x"], "'x'"),
-        (["--warmup", "-1"], "-1"),
-        (["--warmup", "1.5"], "1.5"),
-        (["--calls", "0"], "'0'"),
-        (["--overhead", "--kernels", "cpu"], "cpu"),
-        (["--end-to-end", "--kernels", "auto", "cpu"], "cpu"),
-        (["--quick", "--sizes", "0x1x1"], "0x1x1"),
-    ],
-    ids=lambda x: " ".join(x) if isinstance(x, list) else None,
-)
+USER_ERRORS = [
+    (["--sizes", "-4"], "-4"),
+    (["--sizes", "0"], "'0'"),
+    (["--sizes", "4x0x4"], "4x0x4"),
+    (["--sizes", "abc"], "abc"),
+    (["--sizes", "4x4"], "4x4"),
+    (["--sizes", "4x4x4x4"], "4x4x4x4"),
+    (["--sizes", "1024", "4.5"], "4.5"),
+    (["--sizes", "4xx4"], "4xx4"),
+    (["--kernels", "bogus"], "bogus"),
+    (["--kernels", "naive", "warptile:nope"], "nope"),
+    (["--repeats", "0"], "'0'"),
+    (["--repeats", "x"], "'x'"),
+    (["--warmup", "-1"], "-1"),
+    (["--warmup", "1.5"], "1.5"),
+    (["--calls", "0"], "'0'"),
+    (["--overhead", "--kernels", "cpu"], "cpu"),
+    (["--end-to-end", "--kernels", "auto", "cpu"], "cpu"),
+    (["--quick", "--sizes", "0x1x1"], "0x1x1"),
+]
+
+
+@functools.cache
+def user_error_answers():
+    """The CLI's answer to each user error, all asked at once (each is mostly an interpreter's start)."""
+    return run_at_once({tuple(args): [sys.executable, "-m", "fastsgemm.bench", *args] for args, _ in USER_ERRORS},
+                       timeout=120)
+
+
+@pytest.mark.parametrize("args, bad", USER_ERRORS, ids=lambda x: " ".join(x) if isinstance(x, list) else None)
 def test_bench_cli_user_errors(args, bad):
-    result = bench(*args)
+    result = user_error_answers()[tuple(args)]
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
     errors = [line for line in result.stderr.splitlines() if "error:" in line]

@@ -210,7 +210,8 @@ def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, pa
     """Packed operands larger than what the workspace pool keeps between calls (a 64th of the GPU's memory,
     kernels/support/workspace_pool.c) are packed and multiplied in K panels, each adding onto D
     (kernels/engine/pack.cuh): checked for the product, for alpha and beta with C, and for C updated in place.
-    K is about 1.6 times what fits, and not a multiple of the 32-deep k-tiles: two panels, the last ragged."""
+    K is about 1.6 times what fits, and not a multiple of the 32-deep k-tiles: two panels, the last ragged.
+    A and B (1-2 GB each) are made on the GPU; the product is checked on 32 rows by 32 columns at both ends."""
     from conftest import tolerance
 
     m, n = 2048, 2048
@@ -219,19 +220,19 @@ def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, pa
     # A ragged last k-tile either way: 5 past whole tiles for the packed kernels (an lda that is no multiple of 4,
     # which the pack pass takes), 8 for tf32x3_regs, whose tensor copy of A needs one (with 5 tf32x3 would run).
     k = int(1.6 * keeps / (4 * parts * packed_rows)) // 32 * 32 + (5 if packs_a else 8)
-    A, B, C = random_matrix(rng, m, k), random_matrix(rng, k, n), random_matrix(rng, m, n)
-    rows = np.r_[0:16, m - 16:m]
-    exact = A[rows].astype(np.float64) @ B.astype(np.float64)
-    dA, dB = fastsgemm.to_device(A), fastsgemm.to_device(B)
-    del B
+    dA = fastsgemm.testing.random_device_matrix(m, k, seed=1)
+    dB = fastsgemm.testing.random_device_matrix(k, n, seed=2)
+    C = random_matrix(rng, m, n)
+    rows = cols = np.r_[0:16, m - 16:m]
+    exact = dA.numpy()[rows].astype(np.float64) @ dB.numpy()[:, cols].astype(np.float64)
 
     def error(result, expected):
-        return np.linalg.norm(result.numpy()[rows] - expected) / np.linalg.norm(expected)
+        return np.linalg.norm(result.numpy()[np.ix_(rows, cols)] - expected) / np.linalg.norm(expected)
 
     out = fastsgemm.to_device(np.full((m, n), np.nan, np.float32))
     fastsgemm.sgemm(dA, dB, out=out, kernel=kernel)
     assert error(out, exact) < tolerance(kernel)
-    with_c = 2.0 * exact - 0.5 * C[rows]
+    with_c = 2.0 * exact - 0.5 * C[np.ix_(rows, cols)]
     fastsgemm.sgemm(dA, dB, fastsgemm.to_device(C), alpha=2.0, beta=-0.5, out=out, kernel=kernel)
     assert error(out, with_c) < tolerance(kernel)
     in_place = fastsgemm.to_device(C)

@@ -6,15 +6,14 @@ The scenarios run as subprocesses, several at once, the first time a test asks; 
 scenario's outcome. With two GPUs every scenario also runs on device 1."""
 import functools
 import importlib.util
-import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import fastsgemm
+from conftest import run_at_once
 
 WORKLOAD = Path(__file__).with_name("thread_workload.py")
 ENTRIES = ["numpy_sgemm", "buffer_sgemm", "numpy_matmul", "device_array", "torch_sgemm", "interface_sgemm",
@@ -47,13 +46,8 @@ def scenarios():
 @functools.cache
 def outcomes():
     """Each scenario's (return code, output), from one run of all of them."""
-    def run(scenario):
-        done = subprocess.run([sys.executable, str(WORKLOAD), *map(str, scenario)], capture_output=True, text=True,
-                              timeout=300)
-        return scenario, (done.returncode, done.stdout + done.stderr)
-
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        return dict(pool.map(run, scenarios()))
+    done = run_at_once({scenario: [sys.executable, str(WORKLOAD), *map(str, scenario)] for scenario in scenarios()})
+    return {scenario: (result.returncode, result.stdout + result.stderr) for scenario, result in done.items()}
 
 
 def params(entries, threads):
