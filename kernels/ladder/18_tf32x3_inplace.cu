@@ -446,11 +446,13 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     return launch_err != cudaSuccess ? launch_err : last;
 }
 
-/* Where this rung declines, rung 16's direct path: no pack pass either, the same numbers. */
+/* Where this rung declines, rung 16's direct path (the engine's, kernels/engine/tf32x3_regs_direct.cu, through
+ * its launcher, which runs tf32x3_mma itself where it declines in turn): no pack pass either, the same numbers. */
 inline cudaError_t launch_else_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     const cudaError_t err = launch(g, batch, stream, launched);
     if (err != cudaSuccess || *launched) return err;
-    return tf32x3_regs::launch_direct(g, batch, stream, launched);
+    *launched = true;
+    return fsg_tf32x3_regs_direct_batch_sgemm(g, &batch, stream);
 }
 
 }  // namespace tf32x3_inplace

@@ -41,13 +41,15 @@ static const fsg_config tf32x3_configs[] = {
      fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_128x64_batch_sgemm},
     {"direct", "no pack pass, 128 x 64 tiles: the producer splits A and B into shared memory itself, for a small "
      "result and a long K (tf32x3_mma where wgmma is not had)",
-     fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_direct_batch_sgemm},
+     fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_direct_batch_sgemm,
+     .source = "kernels/engine/tf32x3_direct.cu"},
 };
 
 static const fsg_config tf32x3_regs_configs[] = {
     {"direct", "no pack pass, 128 x 64 tiles on a persistent grid: the producers split only B into shared memory, the "
      "consumers A in registers (tf32x3_mma where wgmma is not had)",
-     fsg_tf32x3_regs_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_regs_direct_batch_sgemm},
+     fsg_tf32x3_regs_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_regs_direct_batch_sgemm,
+     .source = "kernels/engine/tf32x3_regs_direct.cu"},
     {"4steps", "A's fragments of all four k-steps of a tile held at once: one wgmma wait per k-tile, not two "
      "(tf32x3 where A cannot be read by tensor copies; tf32x3_mma where wgmma is not had)",
      fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm},
