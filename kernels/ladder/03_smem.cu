@@ -83,8 +83,7 @@ __global__ void __launch_bounds__(kThreads) smem_sgemm_kernel(fsg_gemm problem) 
 }  // namespace smem
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg::smem;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kTile), (unsigned)fsg::ceil_div(g->m, kTile), fsg::slice_count(*g));
@@ -93,6 +92,5 @@ extern "C" cudaError_t fsg_smem_sgemm(const fsg_gemm *g, cudaStream_t stream) {
             <<<grid, kThreads, 0, stream>>>(*g);
     });
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_03_SMEM */

@@ -23,7 +23,7 @@
 #ifndef FASTSGEMM_LADDER_04_GROUPED
 #define FASTSGEMM_LADDER_04_GROUPED
 
-#include "ladder/03_smem.cu"  // load_tile
+#include "common.cuh"
 
 namespace fsg {
 namespace grouped {
@@ -35,6 +35,28 @@ constexpr int kThreads = kTile * kTile;
 }  // namespace grouped
 
 // ---- kernel ----
+/* Cooperative copy of the ROWS x COLS block at (row0, col0) of a rows x cols
+ * matrix (stored as TRANS says) into shared memory, through store(r, c, v).
+ * Elements past the matrix's edges are stored as 0, so the product loop needs
+ * no bounds checks and partial tiles cost nothing extra. Consecutive threads
+ * take consecutive addresses in whichever direction the matrix is contiguous,
+ * so the warp's reads coalesce for both layouts. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Store>
+__device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, Index cols, Index row0, Index col0,
+                                          int tid, Store &&store) {
+    static_assert((ROWS * COLS) % THREADS == 0,
+                  "every thread copies the same number of elements, so ROWS * COLS must be a multiple of THREADS");
+    constexpr int kContiguous = TRANS ? ROWS : COLS;
+#pragma unroll
+    for (int i = 0; i < ROWS * COLS / THREADS; ++i) {
+        const int e = tid + i * THREADS;
+        const int along = e % kContiguous, across = e / kContiguous;
+        const int r = TRANS ? along : across, c = TRANS ? across : along;
+        const Index gr = row0 + r, gc = col0 + c;
+        store(r, c, (gr < rows && gc < cols) ? p[at<TRANS>(gr, gc, ld)] : 0.0f);
+    }
+}
+
 /* The output tile a block computes, when blocks do not take the tiles in
  * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
  * of `group` tile rows, column by column inside a group (the last group may
@@ -89,8 +111,7 @@ __global__ void __launch_bounds__(kThreads) grouped_sgemm_kernel(fsg_gemm proble
 }  // namespace grouped
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_grouped_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg::grouped;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kTile), (unsigned)fsg::ceil_div(g->m, kTile), fsg::slice_count(*g));
@@ -99,6 +120,5 @@ extern "C" cudaError_t fsg_grouped_sgemm(const fsg_gemm *g, cudaStream_t stream)
             <<<grid, kThreads, 0, stream>>>(*g);
     });
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_04_GROUPED */

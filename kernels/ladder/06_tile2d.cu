@@ -28,7 +28,7 @@
 #ifndef FASTSGEMM_LADDER_06_TILE2D
 #define FASTSGEMM_LADDER_06_TILE2D
 
-#include "ladder/05_tile1d.cu"
+#include "common.cuh"
 
 namespace fsg {
 namespace tile2d {
@@ -49,6 +49,51 @@ constexpr int kMinBlocksPerSM = sizeof(Index) == 4 ? 2 : 1;
 }  // namespace tile2d
 
 // ---- kernel ----
+/* Cooperative copy of the ROWS x COLS block at (row0, col0) of a rows x cols
+ * matrix (stored as TRANS says) into shared memory, through store(r, c, v).
+ * Elements past the matrix's edges are stored as 0, so the product loop needs
+ * no bounds checks and partial tiles cost nothing extra. Consecutive threads
+ * take consecutive addresses in whichever direction the matrix is contiguous,
+ * so the warp's reads coalesce for both layouts. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Store>
+__device__ __forceinline__ void load_tile(const float *p, Index ld, Index rows, Index cols, Index row0, Index col0,
+                                          int tid, Store &&store) {
+    static_assert((ROWS * COLS) % THREADS == 0,
+                  "every thread copies the same number of elements, so ROWS * COLS must be a multiple of THREADS");
+    constexpr int kContiguous = TRANS ? ROWS : COLS;
+#pragma unroll
+    for (int i = 0; i < ROWS * COLS / THREADS; ++i) {
+        const int e = tid + i * THREADS;
+        const int along = e % kContiguous, across = e / kContiguous;
+        const int r = TRANS ? along : across, c = TRANS ? across : along;
+        const Index gr = row0 + r, gc = col0 + c;
+        store(r, c, (gr < rows && gc < cols) ? p[at<TRANS>(gr, gc, ld)] : 0.0f);
+    }
+}
+
+/* The output tile a block computes, when blocks do not take the tiles in
+ * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
+ * of `group` tile rows, column by column inside a group (the last group may
+ * have fewer rows). */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
+ * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
+
 namespace tile2d {
 
 template <typename Index, bool A_TRANS, bool B_TRANS>
@@ -101,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) tile2d_sgemm
 }  // namespace tile2d
 }  // namespace fsg
 
-// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+// ---- launchers (compiled with this file, not where the engine includes it for its kernel) ----
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg;

@@ -30,7 +30,7 @@
 #ifndef FASTSGEMM_LADDER_07_VECTORIZED
 #define FASTSGEMM_LADDER_07_VECTORIZED
 
-#include "ladder/06_tile2d.cu"
+#include "common.cuh"
 
 namespace fsg {
 namespace vectorized {
@@ -44,6 +44,29 @@ static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s
 }  // namespace vectorized
 
 // ---- kernel ----
+/* The output tile a block computes, when blocks do not take the tiles in
+ * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
+ * of `group` tile rows, column by column inside a group (the last group may
+ * have fewer rows). */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
+ * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
+
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -230,8 +253,7 @@ __global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm pro
 }  // namespace vectorized
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg::vectorized;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
@@ -243,6 +265,5 @@ extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stre
         else vectorized_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_07_VECTORIZED */
