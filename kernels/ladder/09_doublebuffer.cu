@@ -362,8 +362,7 @@ __global__ void __launch_bounds__(kThreads) doublebuffer_sgemm_kernel(fsg_gemm p
 }  // namespace doublebuffer
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg::doublebuffer;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
@@ -375,6 +374,5 @@ extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t st
         else doublebuffer_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_09_DOUBLEBUFFER */
