@@ -1,0 +1,34 @@
+"""The ladder's files as lessons (issue 46): whole files that include no other rung and no engine file, and
+neighbours whose `diff` shows one idea. Reads the sources only: no compiler, no GPU."""
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+LADDER = Path(__file__).resolve().parent.parent / "kernels" / "ladder"
+FILES = sorted(LADDER.glob("[0-9][0-9]_*.cu"))
+LAST_SIMT_RUNG = 11  # rungs 1-11 run on the CUDA cores; 12 on is the tensor cores
+SIMT = [f for f in FILES if int(f.name[:2]) <= LAST_SIMT_RUNG]
+
+
+def diff_lines(old, new):
+    done = subprocess.run(["diff", str(old), str(new)], capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    return sum(line.startswith(("<", ">")) for line in done.stdout.splitlines())
+
+
+def test_the_ladder_is_found():
+    assert len(SIMT) == LAST_SIMT_RUNG and [int(f.name[:2]) for f in SIMT] == list(range(1, LAST_SIMT_RUNG + 1))
+
+
+@pytest.mark.parametrize("path", SIMT, ids=[f.name for f in SIMT])
+def test_a_simt_lesson_includes_no_other_rung_and_no_engine_file(path):
+    includes = re.findall(r'^#include\s+"([^"]+)"', path.read_text(), re.M)
+    assert includes == ["common.cuh"], includes
+
+
+@pytest.mark.xfail(strict=True, reason="issue 46: rungs 6-7, 8-9, 9-10 and 10-11 still differ by 189-287 lines")
+def test_neighbouring_simt_rungs_differ_by_at_most_150_lines():
+    too_far = {f"{a.name} -> {b.name}": n for a, b in zip(SIMT, SIMT[1:]) if (n := diff_lines(a, b)) > 150}
+    assert not too_far, too_far
