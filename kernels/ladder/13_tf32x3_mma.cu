@@ -41,18 +41,499 @@
 #ifndef FASTSGEMM_LADDER_13_TF32X3_MMA
 #define FASTSGEMM_LADDER_13_TF32X3_MMA
 
-#include "ladder/12_tf32_mma.cu"
+#include "common.cuh"
 
 namespace fsg {
-namespace tf32x3_mma {
 
 // ---- tile parameters ----
+namespace tensorcore {
+
+/* A ROWS x COLS tile in shared memory, stored as its matrix is in global
+ * memory (row-major, or column-major when TRANS), rows padded as the header
+ * explains. K_ROWS says whether k runs down the rows (a B tile) or along them
+ * (an A tile). */
+template <int ROWS, int COLS, bool TRANS, bool K_ROWS>
+struct SmemTile {
+    static constexpr int kContiguous = TRANS ? ROWS : COLS;
+    static constexpr bool kAlongK = TRANS == K_ROWS;  // k is the contiguous direction
+    static constexpr int kLd = kContiguous + (kAlongK ? 4 : 8);
+    static constexpr int kFloats = (TRANS ? COLS : ROWS) * kLd;
+    static_assert(kAlongK ? kLd % 8 == 4 : kLd % 16 == 8, "padding must spread a warp's fragment reads over all banks");
+    static_assert(kLd % 4 == 0, "rows must start 16-byte aligned for cp.async");
+
+    __device__ static int offset(int r, int c) { return TRANS ? c * kLd + r : r * kLd + c; }
+};
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int MIN_BLOCKS>
+struct MmaTiling {
+    static constexpr int kBM = BM, kBN = BN, kBK = BK, kStages = STAGES, kMinBlocks = MIN_BLOCKS;
+    static constexpr int kWarpsN = WARPS_N;
+    static constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N;  // warp tile
+    static constexpr int kMT = kWM / 16, kNT = kWN / 8;           // mma tiles per warp
+    static constexpr int kThreads = WARPS_M * WARPS_N * 32;
+    static_assert(kWM % 16 == 0 && kWN % 8 == 0, "warp tiles are whole 16 x 8 mma tiles");
+    static_assert(BK % 8 == 0, "k-steps of 8");
+    static_assert(STAGES >= 2, "a pipeline needs two stages at least");
+
+    template <bool A_TRANS, bool B_TRANS>
+    static constexpr size_t smem_bytes() {
+        return (size_t)STAGES * (SmemTile<BM, BK, A_TRANS, false>::kFloats + SmemTile<BK, BN, B_TRANS, true>::kFloats) *
+               sizeof(float);
+    }
+};
+
+}  // namespace tensorcore
+
+namespace tf32x3_mma {
 using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
 
 }  // namespace tf32x3_mma
 
-// ---- kernel: rung 12's tensorcore::mma_sgemm_kernel with this math ----
+// ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel, rung 12's), then this rung's math for it ----
+/* The output tile a block computes, when blocks do not take the tiles in
+ * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
+ * of `group` tile rows, column by column inside a group (the last group may
+ * have fewer rows). */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
+ * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
+
+/* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
+ * leading dimension that keeps every row (or column) start 16-byte aligned. */
+__host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
+
+/* Four floats from 16-byte-aligned shared memory into registers: one LDS.128. */
+__device__ __forceinline__ void load4(const float *smem, float *dst) {
+    const float4 v = *reinterpret_cast<const float4 *>(smem);
+    dst[0] = v.x;
+    dst[1] = v.y;
+    dst[2] = v.z;
+    dst[3] = v.w;
+}
+
+/* store_d for D(i, j..j+3): one 128-bit store (and 128-bit load of C) when
+ * `vec` says D and C allow it and all four columns are inside D; element by
+ * element otherwise. */
+__device__ __forceinline__ void store_d4(const fsg_gemm &g, int64_t i, int64_t j, const float *acc, bool vec) {
+    if (vec && j + 3 < g.n) {
+        float4 r = make_float4(g.alpha * acc[0], g.alpha * acc[1], g.alpha * acc[2], g.alpha * acc[3]);
+        if (g.c != nullptr) {
+            const float4 c = *reinterpret_cast<const float4 *>(g.c + i * g.ldc + j);
+            r.x += g.beta * c.x;
+            r.y += g.beta * c.y;
+            r.z += g.beta * c.z;
+            r.w += g.beta * c.w;
+        }
+        *reinterpret_cast<float4 *>(g.d + i * g.ldd + j) = r;
+        return;
+    }
+    for (int jj = 0; jj < 4; ++jj)
+        if (j + jj < g.n) store_d(g, i, j + jj, acc[jj]);
+}
+
+/* Whether D (and C, when it is read) take 128-bit stores and loads. */
+__device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
+    return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
+}
+
+/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
+ * tid starts at tile element (r, c) and runs four elements along the matrix's
+ * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
+ * column-major one. Consecutive threads take consecutive chunks, so a warp's
+ * accesses coalesce. */
+template <int ROWS, int COLS, int THREADS, bool TRANS>
+struct Vec4Tile {
+    static constexpr int kContiguous = TRANS ? ROWS : COLS;
+    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
+    static_assert((ROWS * COLS / 4) % THREADS == 0,
+                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+
+    __device__ static void chunk(int tid, int i, int &r, int &c) {
+        const int e = tid + i * THREADS;
+        const int along = (e % (kContiguous / 4)) * 4, across = e / (kContiguous / 4);
+        r = TRANS ? along : across;
+        c = TRANS ? across : along;
+    }
+};
+
+/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
+ * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
+ * all four elements are inside the matrix, element by element with zero fill
+ * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
+__device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid,
+                                                float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread]) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const float *src = p + (g_across * ld + g_along);  // at<TRANS>, in along/across terms
+        v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g_across < across_extent) {
+            if (VEC && g_along + 3 < along_extent) {
+                v[i] = *reinterpret_cast<const float4 *>(src);
+            } else {
+                if (g_along + 0 < along_extent) v[i].x = src[0];
+                if (g_along + 1 < along_extent) v[i].y = src[1];
+                if (g_along + 2 < along_extent) v[i].z = src[2];
+                if (g_along + 3 < along_extent) v[i].w = src[3];
+            }
+        }
+    }
+}
+
+/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
+ * values where the kernel's shared-memory layout wants them. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
+__device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
+                                                int tid, Store4 &&store) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        store(r, c, v[i]);
+    }
+}
+
+/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
+ * to shared memory: both fetched into registers (fetch_tile_vec4), then both
+ * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
+ * load or four checked ones), and a branch's loads must land before stores
+ * after it: with A stored between the two fetches, B's loads waited for A's
+ * (measured on rungs 7 and 8: benchmarks/NOTES.md). */
+template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
+          typename StoreA, typename StoreB>
+__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
+                                                StoreA &&store_a, StoreB &&store_b) {
+    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
+    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
+    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
+    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
+    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
+}
+
+/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
+ * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
+ * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
+ * they run along p when ALONG_K is true: four scattered stores. A row-major A
+ * and a column-major B arrive along k (they are transposed on the way in); a
+ * column-major A and a row-major B arrive along x. */
+template <bool ALONG_K>
+__device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
+    if constexpr (ALONG_K) {
+        tile[(p + 0) * ld + x] = v.x;
+        tile[(p + 1) * ld + x] = v.y;
+        tile[(p + 2) * ld + x] = v.z;
+        tile[(p + 3) * ld + x] = v.w;
+    } else {
+        *reinterpret_cast<float4 *>(&tile[p * ld + x]) = v;
+    }
+}
+
+/* cp.async (sm_80+): 16 bytes from global to shared memory without passing
+ * through registers; only the first src_bytes are read, the rest of the 16 are
+ * zero-filled. Both addresses must be 16-byte aligned. */
+__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* cp.async of one float (cp-size 4 allows only the .ca form): for matrices
+ * whose rows or columns are not 16-byte aligned. src_bytes is 4 or 0 (zero fill). */
+__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+/* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
+ * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
+ * go, contiguous in shared memory as they are in global memory. With VEC (an
+ * aligned16 matrix) a chunk is one 16-byte copy; otherwise four 4-byte ones.
+ * Elements past the matrix's edges are not read, and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Dst>
+__device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid, Dst &&dst) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const Index left = g_across < across_extent ? along_extent - g_along : 0;  // valid elements from here
+        const float *src = p + (g_across * ld + g_along);
+        float *to = dst(r, c);
+        if constexpr (VEC) {
+            const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+            // With nothing to read, point at the matrix's first element: a valid, aligned address.
+            cp_async16(to, valid > 0 ? src : p, valid * 4);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) cp_async4(to + e, e < left ? src + e : p, e < left ? 4 : 0);
+        }
+    }
+}
+
+/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
+ * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
+ * fetch(k0, stage) starts bringing the tiles at k0 toward `stage`: by cp.async,
+ * straight into shared memory, for an operand whose shared layout is its
+ * global layout (a column-major A, a row-major B) when it is 16-byte aligned;
+ * by global loads into registers otherwise. land(stage) finishes the job: the
+ * registers are stored (transposing as needed) and this thread's copies are
+ * waited for. Between the two the caller does its math on the other stage. */
+template <int BM, int BN, int BK, int PAD, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index>
+struct TwoStageTiles {
+    using TileA = Vec4Tile<BM, BK, THREADS, A_TRANS>;
+    using TileB = Vec4Tile<BK, BN, THREADS, B_TRANS>;
+    static constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
+    static constexpr int kLdA = BM + PAD, kLdB = BN + PAD;
+
+    float (*As)[BK][kLdA];
+    float (*Bs)[BK][kLdB];
+    const fsg_gemm &g;
+    Index m, n, k, row0, col0;
+    int tid;
+    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
+
+    __device__ __forceinline__ void fetch(Index k0, int stage) {
+        if constexpr (kAsyncA)
+            copy_tile_async<BM, BK, THREADS, A_TRANS, true, Index>(g.a, g.lda, m, k, row0, k0, tid,
+                                                             [&](int r, int p) { return &As[stage][p][r]; });
+        else
+            fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
+        if constexpr (kAsyncB)
+            copy_tile_async<BK, BN, THREADS, B_TRANS, true, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+                                                             [&](int p, int c) { return &Bs[stage][p][c]; });
+        else
+            fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
+        cp_async_commit();
+    }
+
+    __device__ __forceinline__ void land(int stage) {
+        if constexpr (!kAsyncA)
+            store_tile_vec4<BM, BK, THREADS, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
+                store4_kmajor<!A_TRANS>(&As[stage][0][0], kLdA, p, r, v);
+            });
+        if constexpr (!kAsyncB)
+            store_tile_vec4<BK, BN, THREADS, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
+                store4_kmajor<B_TRANS>(&Bs[stage][0][0], kLdB, p, c, v);
+            });
+        cp_async_wait<0>();
+    }
+};
+
+/* The main loop of this rung and rung 11, with its shared memory double-buffered
+ * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+ * runs on the other; one barrier per tile) and its fragments in one or two
+ * register buffers:
+ *   - one: each k-step loads its fragments, then does its FMAs. The wait for
+ *     shared memory is hidden only by the SM's other blocks.
+ *   - two: the fragments of step p + 1 are loaded into one buffer while the
+ *     FMAs of step p use the other. At a tile's last step the next stage is
+ *     landed and published (the barrier) and its first fragments loaded
+ *     before the last FMAs, so no step waits for shared memory, even with one
+ *     block per SM. The barrier still comes after this thread's last read of
+ *     the stage the next fetch overwrites: one barrier covers both hazards.
+ * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
+ * `stage`; multiply(buf) adds the outer product of buffer buf into the
+ * accumulators. */
+template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
+__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
+                                                 Multiply &&multiply) {
+    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
+    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
+    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
+    const Index steps = (k + BK - 1) / BK;
+    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
+    tiles.fetch(0, 0);
+    tiles.land(0);
+    __syncthreads();
+    if constexpr (kTwo) load_fragments(0, 0, 0);
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
+#pragma unroll
+        for (int p = 0; p < BK; ++p) {
+            if constexpr (!kTwo) {
+                load_fragments(stage, p, 0);
+            } else if (p + 1 < BK) {
+                load_fragments(stage, p + 1, (p + 1) % 2);
+            } else if (t + 1 < steps) {
+                tiles.land(stage ^ 1);
+                __syncthreads();
+                load_fragments(stage ^ 1, 0, 0);
+            }
+            multiply(p % FRAGMENT_BUFFERS);
+        }
+        if constexpr (!kTwo) {
+            if (t + 1 < steps) tiles.land(stage ^ 1);
+            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+        }
+    }
+}
+
 namespace tensorcore {
+
+/* x rounded to TF32 (10 explicit mantissa bits, FP32's exponent), to nearest
+ * with ties away from zero; the low 13 bits of the result are zero. */
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* d = A * B + c on one 16 x 8 x 8 tile (fragments as above). */
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                         const float (&c)[4]) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+          "f"(c[3]));
+}
+
+/* g with its A and B pointers hidden from the optimizer, though still known
+ * to point to global memory. Seeing this_slice's advance (k0 * ld for a
+ * column-major A or a row-major B), nvcc folds it into the kernel's own
+ * address arithmetic and needs more registers for it: the 64-bit-index
+ * instantiations below, at 246-249 of their 255, spilled. Hidden, they take
+ * what they took before split-K was added (within 2). */
+__device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
+    asm("" : "+l"(g.a), "+l"(g.b));
+    __builtin_assume(__isGlobal(g.a));
+    __builtin_assume(__isGlobal(g.b));
+    return g;
+}
+
+/* The kernel of this rung and rung 13. Math is the rung's policy:
+ *     typename Math::Accumulators acc;        zero-initialised per thread
+ *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
+ *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)
+ */
+template <typename Cfg, typename Math, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) mma_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = opaque_operands(this_slice(problem));  // split-K: this block's K-slice (common.cuh)
+    constexpr int kBM = Cfg::kBM, kBN = Cfg::kBN, kBK = Cfg::kBK, kStages = Cfg::kStages, kThreads = Cfg::kThreads;
+    constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
+    using TileA = SmemTile<kBM, kBK, A_TRANS, false>;
+    using TileB = SmemTile<kBK, kBN, B_TRANS, true>;
+    extern __shared__ float4 smem[];  // float4: 16-byte alignment for cp.async
+    float *const a_stages = reinterpret_cast<float *>(smem);
+    float *const b_stages = a_stages + kStages * TileA::kFloats;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, group = lane / 4, quad = lane % 4;
+    const int warp_row = (warp / Cfg::kWarpsN) * Cfg::kWM, warp_col = (warp % Cfg::kWarpsN) * Cfg::kWN;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const Index m = g.m, n = g.n, k = g.k;
+
+    auto fetch = [&](Index k0, int stage) {
+        float *as = a_stages + stage * TileA::kFloats, *bs = b_stages + stage * TileB::kFloats;
+        copy_tile_async<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, [&](int r, int c) {
+            return as + TileA::offset(r, c);
+        });
+        copy_tile_async<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, [&](int r, int c) {
+            return bs + TileB::offset(r, c);
+        });
+    };
+
+    typename Math::Accumulators acc{};
+    const Index steps = (k + kBK - 1) / kBK;
+    // Fill all stages but one; a commit per stage, even an empty one, keeps the group count uniform.
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < steps) fetch((Index)s * kBK, s);
+        cp_async_commit();
+    }
+    int stage = 0;  // where tile t lives: t % kStages
+    for (Index t = 0; t < steps; ++t) {
+        cp_async_wait<kStages - 2>();  // this thread's copies of tile t have landed...
+        __syncthreads();               // ...and everyone's; and everyone is done with tile t - 1
+        const Index ahead = t + kStages - 1;
+        if (ahead < steps) fetch(ahead * kBK, stage == 0 ? kStages - 1 : stage - 1);  // tile t - 1's stage
+        cp_async_commit();
+
+        const float *as = a_stages + stage * TileA::kFloats, *bs = b_stages + stage * TileB::kFloats;
+#pragma unroll
+        for (int kk = 0; kk < kBK; kk += 8) {
+            float a[kMT][4], b[kNT][2];
+#pragma unroll
+            for (int mt = 0; mt < kMT; ++mt) {
+                const int r = warp_row + mt * 16 + group;
+                a[mt][0] = as[TileA::offset(r, kk + quad)];
+                a[mt][1] = as[TileA::offset(r + 8, kk + quad)];
+                a[mt][2] = as[TileA::offset(r, kk + quad + 4)];
+                a[mt][3] = as[TileA::offset(r + 8, kk + quad + 4)];
+            }
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+                const int c = warp_col + nt * 8 + group;
+                b[nt][0] = bs[TileB::offset(kk + quad, c)];
+                b[nt][1] = bs[TileB::offset(kk + quad + 4, c)];
+            }
+            Math::step(acc, a, b);
+        }
+        stage = stage == kStages - 1 ? 0 : stage + 1;
+    }
+
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const Index row = row0 + warp_row + mt * 16 + group + 8 * half;
+            if (row >= m) continue;
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const Index col = col0 + warp_col + nt * 8 + 2 * quad + e;
+                    if (col < n) store_d(g, row, col, Math::result(acc, mt, nt, 2 * half + e));
+                }
+        }
+}
+
+/* Launches a configuration: the layout/index/alignment dispatch and the
+ * dynamic shared-memory opt-in past 48 KiB. */
+template <typename Cfg, typename Math>
+cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)ceil_div(g->n, Cfg::kBN), (unsigned)ceil_div(g->m, Cfg::kBM), slice_count(*g));
+    const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
+    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        using I = typename decltype(index)::type;
+        constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
+        constexpr size_t kSmem = Cfg::template smem_bytes<kA, kB>();
+        auto kernel = vec ? mma_sgemm_kernel<Cfg, Math, I, kA, kB, true> : mma_sgemm_kernel<Cfg, Math, I, kA, kB, false>;
+        launch_with_smem(kernel, grid, Cfg::kThreads, kSmem, stream, *g);
+    });
+}
+
 
 /* x = hi + lo with both parts TF32 (the header explains the split). */
 __device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo) {
