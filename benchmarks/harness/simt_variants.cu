@@ -15,7 +15,8 @@
 //     blocks in a snake, 3 column pairs outer with rows in a snake, 4 row pairs outer with columns in a snake,
 //     5 row quads outer, column pairs inner, rows two FFMAs at a time, every other pair from the quad's middle.
 // The "rung10 oN" variants are rung 10's own kernel (its loader, bounds and all) given ORDER 0 (its own,
-// RowByRow), 2 (rung 19's SnakeOfBlocks) or 5 as its OuterProduct.
+// RowByRow), 2 (rung 19's snake of blocks) or 5 as its OuterProduct (a copy of rung 10's kernel with that
+// parameter: the lesson itself has one order).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +27,7 @@
 #include <string>
 #include <cublas_v2.h>
 #include "ladder.h"
-#include "ladder/19_reuse.cu"  // and through it rung 10's kernel
+#include "ladder/19_reuse.cu"  // rung 10's tile, loads and pipeline (rung 19 keeps them whole), and rung 19's order
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
 
@@ -307,13 +308,74 @@ static void run_rung10(int m, int n, int k, const float *a, const float *b, floa
     CK(fsg_regbuffer_sgemm(&g, st));
 }
 
-// Rung 10's kernel itself, its FFMAs in the order OuterProduct writes them.
+// Rung 10's kernel as kernels/ladder/10_regbuffer.cu has it (rung 19's file holds the same tile, loads and
+// pipeline), with its FFMAs in the order OuterProduct writes them: the lesson has one order, this copy any.
+namespace r10 {
+using namespace fsg;
+using namespace fsg::reuse;
+template <typename OuterProduct, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(kThreads, 1) r10_kernel(fsg_gemm problem) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
+    auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
+    auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
+    const int tid = threadIdx.x;
+    const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const Index m = g.m, n = g.n, k = g.k;
+    // Rung 9's stages: fetch() starts the next tiles' journey, land() completes it.
+    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
+                                                                                         row0, col0, tid};
+
+    float acc[kTM][kTN] = {};
+    float reg_m[kFragmentBuffers<Index>][kTM], reg_n[kFragmentBuffers<Index>][kTN];
+    pipelined_k_loop<kBK, kFragmentBuffers<Index>>(
+        tiles, k,
+        [&](int stage, int p, int buf) {
+#pragma unroll
+            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[buf][4 * q]);
+#pragma unroll
+            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
+        },
+        [&](int buf) { OuterProduct::add(acc, reg_m[buf], reg_n[buf]); });
+    const bool vec_out = output_aligned16(g);
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+        const Index row = row0 + (i / 4) * (kBM / kQuartersM) + frag_row + i % 4;
+        if (row >= m) continue;
+#pragma unroll
+        for (int q = 0; q < kQuartersN; ++q)
+            store_d4(g, row, col0 + q * (kBN / kQuartersN) + frag_col, &acc[i][4 * q], vec_out);
+    }
+}
+}  // namespace r10
+
+struct RowByRow {  // rung 10's order
+    template <int TM, int TN>
+    static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+    }
+};
+struct SnakeOfBlocks {  // rung 19's order
+    template <int TM, int TN>
+    static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+        fsg::reuse::outer_product(acc, a, b);
+    }
+};
+
 template <typename OuterProduct>
 static void run_r10_order(int m, int n, int k, const float *a, const float *b, float *d, cudaStream_t st) {
     fsg_gemm g{};
     g.m = m; g.n = n; g.k = k; g.alpha = 1.f; g.beta = 0.f;
     g.a = a; g.lda = k; g.b = b; g.ldb = n; g.d = d; g.ldd = n;
-    CK(fsg::regbuffer::launch<OuterProduct>(&g, st));
+    // Row-major A and B, aligned, 32-bit indices: the instantiation the sizes timed here run.
+    auto kernel = r10::r10_kernel<OuterProduct, int, false, false, true>;
+    const dim3 grid((unsigned)fsg::ceil_div(g.n, r10::kBN), (unsigned)fsg::ceil_div(g.m, r10::kBM), 1);
+    fsg::launch_with_smem(kernel, grid, r10::kThreads, r10::kSmemBytes, st, g);
+    CK(cudaGetLastError());
 }
 
 // A variant runs when `only` is null or empty or one of its '|'-separated words is in its name; cuBLAS and rung 10,
@@ -343,8 +405,8 @@ int main(int argc, char **argv) {
     std::vector<Variant> vs = {
         {"cublas", run_cublas},
         {"rung10", run_rung10},
-        {"rung10 o0", run_r10_order<fsg::regbuffer::RowByRow>},     // rung 10 itself, instantiated here
-        {"rung10 o2", run_r10_order<fsg::reuse::SnakeOfBlocks>},    // rung 19
+        {"rung10 o0", run_r10_order<RowByRow>},       // rung 10 itself, instantiated here
+        {"rung10 o2", run_r10_order<SnakeOfBlocks>},  // rung 19
         {"rung10 o5", run_r10_order<QuadsThenPairs>},
         // BM, BN, BK, STAGES, WARPS_M, WARPS_N, LANES_M, ORDER
         V("regA 128x256x16 s2 16x8 o2", 128, 256, 16, 2, 2, 4, 4, 2, true),

@@ -373,18 +373,16 @@ __device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFrag
 namespace regbuffer {
 
 /* One k-step's outer product added into the accumulators, row by row as written here; ptxas schedules the
- * FFMAs from this order. Rung 19 runs this kernel with the same products in another order (OuterProduct). */
-struct RowByRow {
-    template <int TM, int TN>
-    static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+ * FFMAs from this order (rung 19 writes the same products in another). */
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
 #pragma unroll
-        for (int i = 0; i < TM; ++i)
+    for (int i = 0; i < TM; ++i)
 #pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
-    }
-};
+        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+}
 
-template <typename OuterProduct, typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
 __global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
@@ -408,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm p
 #pragma unroll
             for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
         },
-        [&](int buf) { OuterProduct::add(acc, reg_m[buf], reg_n[buf]); });
+        [&](int buf) { outer_product(acc, reg_m[buf], reg_n[buf]); });
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
@@ -420,17 +418,14 @@ __global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm p
     }
 }
 
-/* Launches the kernel with the given outer-product order: the layout/index dispatch, the vector check, the
- * dynamic shared-memory opt-in. */
-template <typename OuterProduct>
-cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
+/* The layout/index dispatch, the vector check, the dynamic shared-memory opt-in. */
+inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM), slice_count(*g));
     const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = vec ? regbuffer_sgemm_kernel<OuterProduct, I, kA, kB, true>
-                          : regbuffer_sgemm_kernel<OuterProduct, I, kA, kB, false>;
+        auto kernel = vec ? regbuffer_sgemm_kernel<I, kA, kB, true> : regbuffer_sgemm_kernel<I, kA, kB, false>;
         launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
     });
 }
@@ -438,11 +433,9 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
 }  // namespace regbuffer
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_regbuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::regbuffer::launch<fsg::regbuffer::RowByRow>(g, stream);
+    return fsg::regbuffer::launch(g, stream);
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_10_REGBUFFER */

@@ -25,7 +25,7 @@
  * reuse both a and b. cuBLAS's main loop has 480 of 1024.
  *
  * The idea: write the outer product in 2 x 2 blocks walked in a snake
- * (SnakeOfBlocks, below). Inside a block each FFMA shares an operand with the
+ * (outer_product, below). Inside a block each FFMA shares an operand with the
  * one before it: (i, j) (i, j+1) share a_i, then (i+1, j+1) shares b_j+1, then
  * (i+1, j) shares a_i+1. Every other pair of rows walks its blocks right to
  * left, so that a pair's first block shares its b's with the last block of
@@ -36,7 +36,7 @@
  * samples).
  *
  * Nothing else changes: the same tile, loads, pipeline and epilogue (rung 10's
- * kernel, given this order as its OuterProduct), and the same sums in the same
+ * kernel, copied with this order in place of its row-by-row one), and the same sums in the same
  * order: each accumulator still adds its k-steps one after another, so the
  * results are rung 10's, bit for bit. Other orders measured worse (NOTES):
  * row pairs or column pairs walked in a snake, and cuBLAS's own walk (quads of
@@ -55,41 +55,409 @@
 #ifndef FASTSGEMM_LADDER_19_REUSE
 #define FASTSGEMM_LADDER_19_REUSE
 
-// The kernel this rung reorders. Not the whole ladder so far: rungs 12-18 are tensor-core rungs (some built for
-// sm_90a only), and rung 11's shape choice would bring its kernels into this file's object.
-#include "ladder/10_regbuffer.cu"
+#include "common.cuh"
 
 namespace fsg {
+namespace reuse {
+
+// ---- tile parameters ----
+constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
+constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
+constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
+constexpr int kPad = 4;
+constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
+// The 64-bit-index instantiations, used only for offsets past 2^31, need more
+// registers for addresses: they keep one fragment buffer rather than spill.
+template <typename Index>
+constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
+
+}  // namespace reuse
+
+// ---- kernel ----
+/* The output tile a block computes, when blocks do not take the tiles in
+ * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
+ * of `group` tile rows, column by column inside a group (the last group may
+ * have fewer rows). */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
+ * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
+
+/* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
+ * leading dimension that keeps every row (or column) start 16-byte aligned. */
+__host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
+
+/* Four floats from 16-byte-aligned shared memory into registers: one LDS.128. */
+__device__ __forceinline__ void load4(const float *smem, float *dst) {
+    const float4 v = *reinterpret_cast<const float4 *>(smem);
+    dst[0] = v.x;
+    dst[1] = v.y;
+    dst[2] = v.z;
+    dst[3] = v.w;
+}
+
+/* store_d for D(i, j..j+3): one 128-bit store (and 128-bit load of C) when
+ * `vec` says D and C allow it and all four columns are inside D; element by
+ * element otherwise. */
+__device__ __forceinline__ void store_d4(const fsg_gemm &g, int64_t i, int64_t j, const float *acc, bool vec) {
+    if (vec && j + 3 < g.n) {
+        float4 r = make_float4(g.alpha * acc[0], g.alpha * acc[1], g.alpha * acc[2], g.alpha * acc[3]);
+        if (g.c != nullptr) {
+            const float4 c = *reinterpret_cast<const float4 *>(g.c + i * g.ldc + j);
+            r.x += g.beta * c.x;
+            r.y += g.beta * c.y;
+            r.z += g.beta * c.z;
+            r.w += g.beta * c.w;
+        }
+        *reinterpret_cast<float4 *>(g.d + i * g.ldd + j) = r;
+        return;
+    }
+    for (int jj = 0; jj < 4; ++jj)
+        if (j + jj < g.n) store_d(g, i, j + jj, acc[jj]);
+}
+
+/* Whether D (and C, when it is read) take 128-bit stores and loads. */
+__device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
+    return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
+}
+
+/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
+ * tid starts at tile element (r, c) and runs four elements along the matrix's
+ * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
+ * column-major one. Consecutive threads take consecutive chunks, so a warp's
+ * accesses coalesce. */
+template <int ROWS, int COLS, int THREADS, bool TRANS>
+struct Vec4Tile {
+    static constexpr int kContiguous = TRANS ? ROWS : COLS;
+    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
+    static_assert((ROWS * COLS / 4) % THREADS == 0,
+                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+
+    __device__ static void chunk(int tid, int i, int &r, int &c) {
+        const int e = tid + i * THREADS;
+        const int along = (e % (kContiguous / 4)) * 4, across = e / (kContiguous / 4);
+        r = TRANS ? along : across;
+        c = TRANS ? across : along;
+    }
+};
+
+/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
+ * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
+ * all four elements are inside the matrix, element by element with zero fill
+ * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
+__device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid,
+                                                float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread]) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const float *src = p + (g_across * ld + g_along);  // at<TRANS>, in along/across terms
+        v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g_across < across_extent) {
+            if (VEC && g_along + 3 < along_extent) {
+                v[i] = *reinterpret_cast<const float4 *>(src);
+            } else {
+                if (g_along + 0 < along_extent) v[i].x = src[0];
+                if (g_along + 1 < along_extent) v[i].y = src[1];
+                if (g_along + 2 < along_extent) v[i].z = src[2];
+                if (g_along + 3 < along_extent) v[i].w = src[3];
+            }
+        }
+    }
+}
+
+/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
+ * values where the kernel's shared-memory layout wants them. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
+__device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
+                                                int tid, Store4 &&store) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        store(r, c, v[i]);
+    }
+}
+
+/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
+ * to shared memory: both fetched into registers (fetch_tile_vec4), then both
+ * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
+ * load or four checked ones), and a branch's loads must land before stores
+ * after it: with A stored between the two fetches, B's loads waited for A's
+ * (measured on rungs 7 and 8: benchmarks/NOTES.md). */
+template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
+          typename StoreA, typename StoreB>
+__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
+                                                StoreA &&store_a, StoreB &&store_b) {
+    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
+    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
+    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
+    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
+    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
+}
+
+/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
+ * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
+ * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
+ * they run along p when ALONG_K is true: four scattered stores. A row-major A
+ * and a column-major B arrive along k (they are transposed on the way in); a
+ * column-major A and a row-major B arrive along x. */
+template <bool ALONG_K>
+__device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
+    if constexpr (ALONG_K) {
+        tile[(p + 0) * ld + x] = v.x;
+        tile[(p + 1) * ld + x] = v.y;
+        tile[(p + 2) * ld + x] = v.z;
+        tile[(p + 3) * ld + x] = v.w;
+    } else {
+        *reinterpret_cast<float4 *>(&tile[p * ld + x]) = v;
+    }
+}
+
+/* cp.async (sm_80+): 16 bytes from global to shared memory without passing
+ * through registers; only the first src_bytes are read, the rest of the 16 are
+ * zero-filled. Both addresses must be 16-byte aligned. */
+__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* Waits until at most N of this thread's committed groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* cp.async of one float (cp-size 4 allows only the .ca form): for matrices
+ * whose rows or columns are not 16-byte aligned. src_bytes is 4 or 0 (zero fill). */
+__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, int src_bytes) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+/* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
+ * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
+ * go, contiguous in shared memory as they are in global memory. With VEC (an
+ * aligned16 matrix) a chunk is one 16-byte copy; otherwise four 4-byte ones.
+ * Elements past the matrix's edges are not read, and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Dst>
+__device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
+                                                Index col0, int tid, Dst &&dst) {
+    using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
+    const Index along_extent = TRANS ? rows : cols, across_extent = TRANS ? cols : rows;
+#pragma unroll
+    for (int i = 0; i < Tile::kPerThread; ++i) {
+        int r, c;
+        Tile::chunk(tid, i, r, c);
+        const Index g_along = (TRANS ? row0 + r : col0 + c), g_across = (TRANS ? col0 + c : row0 + r);
+        const Index left = g_across < across_extent ? along_extent - g_along : 0;  // valid elements from here
+        const float *src = p + (g_across * ld + g_along);
+        float *to = dst(r, c);
+        if constexpr (VEC) {
+            const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+            // With nothing to read, point at the matrix's first element: a valid, aligned address.
+            cp_async16(to, valid > 0 ? src : p, valid * 4);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) cp_async4(to + e, e < left ? src + e : p, e < left ? 4 : 0);
+        }
+    }
+}
+
+/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
+ * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
+ * fetch(k0, stage) starts bringing the tiles at k0 toward `stage`: by cp.async,
+ * straight into shared memory, for an operand whose shared layout is its
+ * global layout (a column-major A, a row-major B) when it is 16-byte aligned;
+ * by global loads into registers otherwise. land(stage) finishes the job: the
+ * registers are stored (transposing as needed) and this thread's copies are
+ * waited for. Between the two the caller does its math on the other stage. */
+template <int BM, int BN, int BK, int PAD, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index>
+struct TwoStageTiles {
+    using TileA = Vec4Tile<BM, BK, THREADS, A_TRANS>;
+    using TileB = Vec4Tile<BK, BN, THREADS, B_TRANS>;
+    static constexpr bool kAsyncA = VEC && A_TRANS, kAsyncB = VEC && !B_TRANS;
+    static constexpr int kLdA = BM + PAD, kLdB = BN + PAD;
+
+    float (*As)[BK][kLdA];
+    float (*Bs)[BK][kLdB];
+    const fsg_gemm &g;
+    Index m, n, k, row0, col0;
+    int tid;
+    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
+
+    __device__ __forceinline__ void fetch(Index k0, int stage) {
+        if constexpr (kAsyncA)
+            copy_tile_async<BM, BK, THREADS, A_TRANS, true, Index>(g.a, g.lda, m, k, row0, k0, tid,
+                                                             [&](int r, int p) { return &As[stage][p][r]; });
+        else
+            fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
+        if constexpr (kAsyncB)
+            copy_tile_async<BK, BN, THREADS, B_TRANS, true, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+                                                             [&](int p, int c) { return &Bs[stage][p][c]; });
+        else
+            fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
+        cp_async_commit();
+    }
+
+    __device__ __forceinline__ void land(int stage) {
+        if constexpr (!kAsyncA)
+            store_tile_vec4<BM, BK, THREADS, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
+                store4_kmajor<!A_TRANS>(&As[stage][0][0], kLdA, p, r, v);
+            });
+        if constexpr (!kAsyncB)
+            store_tile_vec4<BK, BN, THREADS, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
+                store4_kmajor<B_TRANS>(&Bs[stage][0][0], kLdB, p, c, v);
+            });
+        cp_async_wait<0>();
+    }
+};
+
+/* The main loop of this rung and rung 11, with its shared memory double-buffered
+ * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+ * runs on the other; one barrier per tile) and its fragments in one or two
+ * register buffers:
+ *   - one: each k-step loads its fragments, then does its FMAs. The wait for
+ *     shared memory is hidden only by the SM's other blocks.
+ *   - two: the fragments of step p + 1 are loaded into one buffer while the
+ *     FMAs of step p use the other. At a tile's last step the next stage is
+ *     landed and published (the barrier) and its first fragments loaded
+ *     before the last FMAs, so no step waits for shared memory, even with one
+ *     block per SM. The barrier still comes after this thread's last read of
+ *     the stage the next fetch overwrites: one barrier covers both hazards.
+ * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
+ * `stage`; multiply(buf) adds the outer product of buffer buf into the
+ * accumulators. */
+template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
+__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
+                                                 Multiply &&multiply) {
+    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
+    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
+    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
+    const Index steps = (k + BK - 1) / BK;
+    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
+    tiles.fetch(0, 0);
+    tiles.land(0);
+    __syncthreads();
+    if constexpr (kTwo) load_fragments(0, 0, 0);
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
+#pragma unroll
+        for (int p = 0; p < BK; ++p) {
+            if constexpr (!kTwo) {
+                load_fragments(stage, p, 0);
+            } else if (p + 1 < BK) {
+                load_fragments(stage, p + 1, (p + 1) % 2);
+            } else if (t + 1 < steps) {
+                tiles.land(stage ^ 1);
+                __syncthreads();
+                load_fragments(stage ^ 1, 0, 0);
+            }
+            multiply(p % FRAGMENT_BUFFERS);
+        }
+        if constexpr (!kTwo) {
+            if (t + 1 < steps) tiles.land(stage ^ 1);
+            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+        }
+    }
+}
+
 namespace reuse {
 
 /* One k-step's outer product in 2 x 2 blocks, each walked (i, j) (i, j+1) (i+1, j+1) (i+1, j), the blocks of
  * every other pair of rows right to left: inside a block, and from one pair of rows to the next, each FFMA reads
  * an operand that the one before it read. */
-struct SnakeOfBlocks {
-    template <int TM, int TN>
-    static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
-        static_assert(TM % 2 == 0 && TN % 2 == 0, "whole 2 x 2 blocks");
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+    static_assert(TM % 2 == 0 && TN % 2 == 0, "whole 2 x 2 blocks");
 #pragma unroll
-        for (int i = 0; i < TM; i += 2)
+    for (int i = 0; i < TM; i += 2)
 #pragma unroll
-            for (int step = 0; step < TN; step += 2) {
-                const int j = (i / 2) % 2 ? TN - 2 - step : step;
-                acc[i][j] += a[i] * b[j];
-                acc[i][j + 1] += a[i] * b[j + 1];
-                acc[i + 1][j + 1] += a[i + 1] * b[j + 1];
-                acc[i + 1][j] += a[i + 1] * b[j];
-            }
+        for (int step = 0; step < TN; step += 2) {
+            const int j = (i / 2) % 2 ? TN - 2 - step : step;
+            acc[i][j] += a[i] * b[j];
+            acc[i][j + 1] += a[i] * b[j + 1];
+            acc[i + 1][j + 1] += a[i + 1] * b[j + 1];
+            acc[i + 1][j] += a[i + 1] * b[j];
+        }
+}
+
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(kThreads, 1) reuse_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
+    auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
+    auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
+    const int tid = threadIdx.x;
+    const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const Index m = g.m, n = g.n, k = g.k;
+    // Rung 9's stages: fetch() starts the next tiles' journey, land() completes it.
+    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
+                                                                                         row0, col0, tid};
+
+    float acc[kTM][kTN] = {};
+    float reg_m[kFragmentBuffers<Index>][kTM], reg_n[kFragmentBuffers<Index>][kTN];
+    pipelined_k_loop<kBK, kFragmentBuffers<Index>>(
+        tiles, k,
+        [&](int stage, int p, int buf) {
+#pragma unroll
+            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[buf][4 * q]);
+#pragma unroll
+            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
+        },
+        [&](int buf) { outer_product(acc, reg_m[buf], reg_n[buf]); });
+    const bool vec_out = output_aligned16(g);
+#pragma unroll
+    for (int i = 0; i < kTM; ++i) {
+        const Index row = row0 + (i / 4) * (kBM / kQuartersM) + frag_row + i % 4;
+        if (row >= m) continue;
+#pragma unroll
+        for (int q = 0; q < kQuartersN; ++q)
+            store_d4(g, row, col0 + q * (kBN / kQuartersN) + frag_col, &acc[i][4 * q], vec_out);
     }
-};
+}
+
+/* The layout/index dispatch, the vector check, the dynamic shared-memory opt-in. */
+inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM), slice_count(*g));
+    const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
+    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        using I = typename decltype(index)::type;
+        constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
+        auto kernel = vec ? reuse_sgemm_kernel<I, kA, kB, true> : reuse_sgemm_kernel<I, kA, kB, false>;
+        launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
+    });
+}
 
 }  // namespace reuse
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::regbuffer::launch<fsg::reuse::SnakeOfBlocks>(g, stream);
+    return fsg::reuse::launch(g, stream);
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_19_REUSE */
