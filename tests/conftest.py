@@ -32,10 +32,15 @@ def tolerance(kernel):
 def run_at_once(commands, timeout=300):
     """Runs each command (key -> argv) as its own process, several at once (one per core, at most 16), and returns
     key -> subprocess.CompletedProcess with text output: for tests whose time is mostly a fresh interpreter's start
-    and imports. A process past `timeout` seconds raises subprocess.TimeoutExpired in the test that asked."""
+    and imports. A process past `timeout` seconds is killed and answers with return code None and its output so
+    far, so that only its own test fails."""
     def run(item):
         key, argv = item
-        return key, subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        try:
+            return key, subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            text = [x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (e.stdout, e.stderr)]
+            return key, subprocess.CompletedProcess(argv, None, text[0], text[1] + f"\n(killed after {timeout} s)")
 
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
         return dict(pool.map(run, commands.items()))

@@ -176,15 +176,19 @@ def test_auto_uses_a_gpu_rung_without_warning(rng):
 # ---- the GIL ----
 
 
-@functools.cache
-def long_operands(size):
-    """Operands for a long call, made once for every rung (two 4096^2 random matrices take a third of a second)."""
-    rng = np.random.default_rng([SEED, size])
-    return random_matrix(rng, size, size), random_matrix(rng, size, size)
+@pytest.fixture(scope="module")
+def long_operands():
+    """size -> operands for a long call, made once for every rung (two 4096^2 random matrices take a third of a
+    second) and let go with the module."""
+    @functools.cache
+    def make(size):
+        rng = np.random.default_rng([SEED, size])
+        return random_matrix(rng, size, size), random_matrix(rng, size, size)
+    return make
 
 
 @pytest.mark.parametrize("kernel", rung_params())
-def test_gil_released_while_working(kernel, rng):
+def test_gil_released_while_working(kernel, rng, long_operands):
     """Python code in another thread finishes a fixed amount of work while one long sgemm is running."""
     X, Y = random_matrix(rng, 768, 768), random_matrix(rng, 768, 768)
     fastsgemm.sgemm(X, Y, kernel=kernel)  # warm-up: handles, module load

@@ -211,7 +211,7 @@ def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, pa
     kernels/support/workspace_pool.c) are packed and multiplied in K panels, each adding onto D
     (kernels/engine/pack.cuh): checked for the product, for alpha and beta with C, and for C updated in place.
     K is about 1.6 times what fits, and not a multiple of the 32-deep k-tiles: two panels, the last ragged.
-    A and B (1-2 GB each) are made on the GPU; the product is checked on 32 rows by 32 columns at both ends."""
+    A and B (1-2 GB each) are made on the GPU; the product is checked on rows and columns spread over every tile."""
     from conftest import tolerance
 
     m, n = 2048, 2048
@@ -223,7 +223,8 @@ def test_a_workspace_past_what_the_pool_keeps_runs_in_k_panels(kernel, parts, pa
     dA = fastsgemm.testing.random_device_matrix(m, k, seed=1)
     dB = fastsgemm.testing.random_device_matrix(k, n, seed=2)
     C = random_matrix(rng, m, n)
-    rows = cols = np.r_[0:16, m - 16:m]
+    # 16 rows and columns at each end, and one in every 61 between: every 128-wide tile of D is checked.
+    rows = cols = np.unique(np.r_[0:16, m - 16:m, 16:m - 16:61])
     exact = dA.numpy()[rows].astype(np.float64) @ dB.numpy()[:, cols].astype(np.float64)
 
     def error(result, expected):
