@@ -173,23 +173,6 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
- * to shared memory: both fetched into registers (fetch_tile_vec4), then both
- * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
- * load or four checked ones), and a branch's loads must land before stores
- * after it: with A stored between the two fetches, B's loads waited for A's
- * (measured on rungs 7 and 8: benchmarks/NOTES.md). */
-template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
-          typename StoreA, typename StoreB>
-__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
-                                                StoreA &&store_a, StoreB &&store_b) {
-    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
-    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
-    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
-    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
-    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
-}
-
 /* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
  * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
  * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);

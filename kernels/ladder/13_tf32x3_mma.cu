@@ -90,66 +90,9 @@ using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
 }  // namespace tf32x3_mma
 
 // ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel, rung 12's), then this rung's math for it ----
-/* The output tile a block computes, when blocks do not take the tiles in
- * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
- * of `group` tile rows, column by column inside a group (the last group may
- * have fewer rows). */
-struct TileCoord {
-    int row, col;
-};
-template <typename Int>
-__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
-    const Int per_group = group * tiles_n, first = id / per_group * group;
-    const Int rows = tiles_m - first < group ? tiles_m - first : group;
-    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
-}
-
-/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
- * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
-constexpr unsigned kGroupTileRows = 16;
-__device__ __forceinline__ TileCoord grouped_block_tile() {
-    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
-    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
-    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
-}
-
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
-
-/* Four floats from 16-byte-aligned shared memory into registers: one LDS.128. */
-__device__ __forceinline__ void load4(const float *smem, float *dst) {
-    const float4 v = *reinterpret_cast<const float4 *>(smem);
-    dst[0] = v.x;
-    dst[1] = v.y;
-    dst[2] = v.z;
-    dst[3] = v.w;
-}
-
-/* store_d for D(i, j..j+3): one 128-bit store (and 128-bit load of C) when
- * `vec` says D and C allow it and all four columns are inside D; element by
- * element otherwise. */
-__device__ __forceinline__ void store_d4(const fsg_gemm &g, int64_t i, int64_t j, const float *acc, bool vec) {
-    if (vec && j + 3 < g.n) {
-        float4 r = make_float4(g.alpha * acc[0], g.alpha * acc[1], g.alpha * acc[2], g.alpha * acc[3]);
-        if (g.c != nullptr) {
-            const float4 c = *reinterpret_cast<const float4 *>(g.c + i * g.ldc + j);
-            r.x += g.beta * c.x;
-            r.y += g.beta * c.y;
-            r.z += g.beta * c.z;
-            r.w += g.beta * c.w;
-        }
-        *reinterpret_cast<float4 *>(g.d + i * g.ldd + j) = r;
-        return;
-    }
-    for (int jj = 0; jj < 4; ++jj)
-        if (j + jj < g.n) store_d(g, i, j + jj, acc[jj]);
-}
-
-/* Whether D (and C, when it is read) take 128-bit stores and loads. */
-__device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
-    return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
-}
 
 /* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
  * tid starts at tile element (r, c) and runs four elements along the matrix's
@@ -214,23 +157,6 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
         Tile::chunk(tid, i, r, c);
         store(r, c, v[i]);
     }
-}
-
-/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
- * to shared memory: both fetched into registers (fetch_tile_vec4), then both
- * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
- * load or four checked ones), and a branch's loads must land before stores
- * after it: with A stored between the two fetches, B's loads waited for A's
- * (measured on rungs 7 and 8: benchmarks/NOTES.md). */
-template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
-          typename StoreA, typename StoreB>
-__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
-                                                StoreA &&store_a, StoreB &&store_b) {
-    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
-    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
-    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
-    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
-    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
 }
 
 /* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
@@ -349,56 +275,6 @@ struct TwoStageTiles {
         cp_async_wait<0>();
     }
 };
-
-/* The main loop of this rung and rung 11, with its shared memory double-buffered
- * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
- * runs on the other; one barrier per tile) and its fragments in one or two
- * register buffers:
- *   - one: each k-step loads its fragments, then does its FMAs. The wait for
- *     shared memory is hidden only by the SM's other blocks.
- *   - two: the fragments of step p + 1 are loaded into one buffer while the
- *     FMAs of step p use the other. At a tile's last step the next stage is
- *     landed and published (the barrier) and its first fragments loaded
- *     before the last FMAs, so no step waits for shared memory, even with one
- *     block per SM. The barrier still comes after this thread's last read of
- *     the stage the next fetch overwrites: one barrier covers both hazards.
- * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
- * `stage`; multiply(buf) adds the outer product of buffer buf into the
- * accumulators. */
-template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
-__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
-                                                 Multiply &&multiply) {
-    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
-    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
-    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
-    const Index steps = (k + BK - 1) / BK;
-    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
-    tiles.fetch(0, 0);
-    tiles.land(0);
-    __syncthreads();
-    if constexpr (kTwo) load_fragments(0, 0, 0);
-    for (Index t = 0; t < steps; ++t) {
-        const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
-#pragma unroll
-        for (int p = 0; p < BK; ++p) {
-            if constexpr (!kTwo) {
-                load_fragments(stage, p, 0);
-            } else if (p + 1 < BK) {
-                load_fragments(stage, p + 1, (p + 1) % 2);
-            } else if (t + 1 < steps) {
-                tiles.land(stage ^ 1);
-                __syncthreads();
-                load_fragments(stage ^ 1, 0, 0);
-            }
-            multiply(p % FRAGMENT_BUFFERS);
-        }
-        if constexpr (!kTwo) {
-            if (t + 1 < steps) tiles.land(stage ^ 1);
-            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
-        }
-    }
-}
 
 namespace tensorcore {
 

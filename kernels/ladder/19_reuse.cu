@@ -74,29 +74,6 @@ constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
 }  // namespace reuse
 
 // ---- kernel ----
-/* The output tile a block computes, when blocks do not take the tiles in
- * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
- * of `group` tile rows, column by column inside a group (the last group may
- * have fewer rows). */
-struct TileCoord {
-    int row, col;
-};
-template <typename Int>
-__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
-    const Int per_group = group * tiles_n, first = id / per_group * group;
-    const Int rows = tiles_m - first < group ? tiles_m - first : group;
-    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
-}
-
-/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
- * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
-constexpr unsigned kGroupTileRows = 16;
-__device__ __forceinline__ TileCoord grouped_block_tile() {
-    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
-    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
-    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
-}
-
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -198,23 +175,6 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
         Tile::chunk(tid, i, r, c);
         store(r, c, v[i]);
     }
-}
-
-/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
- * to shared memory: both fetched into registers (fetch_tile_vec4), then both
- * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
- * load or four checked ones), and a branch's loads must land before stores
- * after it: with A stored between the two fetches, B's loads waited for A's
- * (measured on rungs 7 and 8: benchmarks/NOTES.md). */
-template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
-          typename StoreA, typename StoreB>
-__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
-                                                StoreA &&store_a, StoreB &&store_b) {
-    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
-    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
-    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
-    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
-    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
 }
 
 /* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
