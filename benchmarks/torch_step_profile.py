@@ -1,6 +1,6 @@
 """Where a training step's time goes, with torch.nn.Linear and with fastsgemm.torch.Linear (issue 48's first look).
 
-    python benchmarks/torch_step_profile.py [--out DIR] [--steps 200]
+    python benchmarks/torch_step_profile.py [--out DIR] [--steps 200] [--time-only]
 
 The model is the issue's MLP: 512 -> 1024 -> 1024 -> 10 with GELU, batch 256, SGD with momentum, float32 with
 TF32 off (torch's default, made sure). Both models start from the same weights and see the same batches.
@@ -109,6 +109,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--time-only", action="store_true", help="the step times alone (part 1)")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -125,11 +126,12 @@ def main():
         for name, step in steps.items():
             rounds[name].append(timed(step, args.steps))
     step_us = {name: statistics.median(times) for name, times in rounds.items()}
+    print(f"step: torch {step_us['torch']:.1f} us, fastsgemm {step_us['fastsgemm']:.1f} us "
+          f"({step_us['torch'] / step_us['fastsgemm']:.2f}x); rounds {rounds}; fastsgemm.torch from {fst.__file__}")
+    if args.time_only:
+        return
     gpu = {name: gpu_time(step) for name, step in steps.items()}
     host = {name: host_profile(step, args.steps) for name, step in steps.items()}
-
-    print(f"step: torch {step_us['torch']:.1f} us, fastsgemm {step_us['fastsgemm']:.1f} us "
-          f"({step_us['torch'] / step_us['fastsgemm']:.2f}x); rounds {rounds}")
     for name in steps:
         total = sum(gpu[name].values())
         print(f"\n{name}: GPU kernels {total:.1f} us a step of {step_us[name]:.1f} us")

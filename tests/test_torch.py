@@ -281,6 +281,103 @@ def test_linear_is_a_drop_in_for_torch_nn_linear():
     assert "kernel='cpu'" in repr(shared)
 
 
+class Passthrough(torch.overrides.TorchFunctionMode):
+    """Changes nothing, but makes every call an intercepted one: fastsgemm.torch then takes its generic path."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def node_names(grad_fn):
+    """The class names of every node of an autograd graph, from grad_fn down."""
+    names, pending = [], [grad_fn]
+    while pending:
+        node = pending.pop()
+        if node is not None:
+            names.append(type(node).__name__)
+            pending.extend(child for child, _ in node.next_functions)
+    return names
+
+
+def linear_run(layer, x, generic):
+    """(output, x.grad, weight.grad, bias.grad) of one forward and backward of `layer` on a fresh copy of x, and
+    the names of the output's autograd graph."""
+    layer.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_(x.requires_grad)
+    if generic:
+        with Passthrough():
+            y = layer(x)
+    else:
+        y = layer(x)
+    weighted_loss(y).backward()
+    bias_grad = layer.bias.grad if layer.bias is not None else None
+    return (y.detach(), x.grad, layer.weight.grad, bias_grad), node_names(y.grad_fn)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("shape", [(37, 24), (3, 37, 24), (0, 24)], ids=["rows", "stack", "empty"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("trains", ["everything", "parameters", "input-and-bias", "input"])
+def test_linear_fast_path_gives_the_generic_paths_numbers(device, kernel, shape, bias, trains):
+    """Linear's plain eager path (_LinearProduct: one product with the bias added, both gradients' products in the
+    C fast path) against its generic path (the operator on weight.mT, then + bias): the same output and products,
+    bit for bit; the bias's gradient is the same column sums, in an order that may differ. `trains`: which of the
+    input, the weight and the bias require grad (a first layer's input does not; a frozen layer's parameters)."""
+    torch.manual_seed(3)
+    layer = fst.Linear(24, 16, bias=bias, device=device, kernel=kernel)
+    layer.weight.requires_grad_(trains in ("everything", "parameters"))
+    if bias:
+        layer.bias.requires_grad_(trains != "input")
+    x = torch.randn(shape, device=device).requires_grad_(trains != "parameters")
+    (fast, fast_graph), (generic, generic_graph) = linear_run(layer, x, False), linear_run(layer, x, True)
+    assert "_LinearProductBackward" in fast_graph and "_LinearProductBackward" not in generic_graph, (fast_graph,
+                                                                                                      generic_graph)
+    assert fast[0].shape == (*shape[:-1], 16)
+    for name, ours, theirs in zip(("output", "x.grad", "weight.grad"), fast[:3], generic[:3]):
+        assert (ours is None) == (theirs is None), name
+        assert ours is None or torch.equal(ours, theirs), name
+    assert (fast[3] is None) == (generic[3] is None)
+    if fast[3] is not None:
+        torch.testing.assert_close(fast[3], generic[3], rtol=1e-6, atol=1e-6)
+    with torch.no_grad():  # inference: the product and the bias, no graph, the same bits
+        inferred = layer(x)
+    assert inferred.grad_fn is None and torch.equal(inferred, fast[0])
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_linear_inputs_whose_rows_do_not_merge_take_the_generic_path(device, kernel):
+    torch.manual_seed(4)
+    layer = fst.Linear(24, 16, device=device, kernel=kernel)
+    x = torch.randn(24, 5, 3, device=device).permute(2, 1, 0)  # (3, 5, 24): its rows are no one matrix
+    y = layer(x)
+    assert "_LinearProductBackward" not in node_names(y.grad_fn)  # the generic path's product, then its bias add
+    reference = torch.nn.functional.linear(x.double(), layer.weight.double(), layer.bias.double())
+    assert relative_error(y, reference) < FP32_TOLERANCE
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_linear_double_backward_matches_torch_nn_linear(device, kernel):
+    """create_graph=True: the fast path's backward records differentiable products, so a gradient of a gradient
+    (a gradient penalty) matches torch.nn.Linear's."""
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference in true FP32 (the default; made sure)
+    torch.manual_seed(6)
+    reference = torch.nn.Linear(24, 16, device=device)
+    layer = fst.Linear.from_linear(reference, kernel=kernel)
+    x = torch.randn(3, 37, 24, device=device)
+    results = []
+    for model in (layer, reference):
+        model.zero_grad(set_to_none=True)
+        xi = x.clone().requires_grad_()
+        y = torch.tanh(model(xi))
+        assert ("_LinearProductBackward" in node_names(y.grad_fn)) == (model is layer)
+        (grad_x,) = torch.autograd.grad(weighted_loss(y), xi, create_graph=True)
+        grad_x.square().sum().backward()
+        results.append((grad_x.detach(), model.weight.grad.clone(), model.bias.grad.clone()))
+    for ours, theirs in zip(*results):
+        assert relative_error(ours, theirs) < 10 * FP32_TOLERANCE
+
+
 def train(make_linear, device, steps=60):
     """Loss per step of a small MLP trained with SGD on a fixed regression problem, from a fixed initialisation."""
     torch.manual_seed(1234)

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import torch.autograd.forward_ad as forward_ad
 
-from . import _matmul, _operands
+from . import _matmul, _operands, _sgemm
 
 __all__ = ["Linear", "matmul"]
 
@@ -244,6 +244,46 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, kernel: str = "auto") -> torch.T
     return _apply(a, b, kernel)
 
 
+def _fast_product(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor:
+    """a @ b for two matrices autograd does not record: fastsgemm's C fast path in one call, else _compute."""
+    result = _sgemm.sgemm_fast(a, b, None, None, 1.0, 0.0, kernel)
+    return _compute(a, b, kernel) if result is NotImplemented else result
+
+
+class _LinearProduct(torch.autograd.Function):
+    """Linear's x2 @ weight^T + bias for a plain eager call (x2: the input's rows as one matrix): the forward is one
+    product with the bias added in place, and the backward computes dx2 = g @ weight and dweight = g^T @ x2, laid
+    out as weight is, each in one call of the C fast path, and dbias = the column sums of g. These are the
+    products the generic path (_apply on weight.mT, then `+ bias`) runs, with the same operands, so the numbers are
+    the same; what goes is its Python around each product (the checks per product, the stack bookkeeping, the
+    layout choice, a separate bias add). A backward that builds a graph (create_graph=True) or that something
+    intercepts takes the generic path's differentiable products instead."""
+
+    @staticmethod
+    def forward(ctx, x2, weight, bias, kernel):
+        ctx.save_for_backward(x2, weight)
+        ctx.kernel = kernel
+        out = _fast_product(x2, weight.mT, kernel)
+        return out.add_(bias) if bias is not None else out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x2, weight = ctx.saved_tensors
+        need_x, need_weight, need_bias, _ = ctx.needs_input_grad
+        grad_x = grad_weight = None
+        if torch.is_grad_enabled() or not _plain_eager(grad, weight):
+            if need_x:
+                grad_x = _apply(grad, weight, ctx.kernel)
+            if need_weight:
+                grad_weight = _apply(grad.mT, x2, ctx.kernel)
+        else:
+            if need_x:
+                grad_x = _fast_product(grad, weight, ctx.kernel)
+            if need_weight:
+                grad_weight = _fast_product(grad.mT, x2, ctx.kernel)
+        return grad_x, grad_weight, grad.sum(0) if need_bias else None, None
+
+
 class Linear(torch.nn.Linear):
     """torch.nn.Linear, with its product computed by fastsgemm: y = x @ weight^T + bias.
 
@@ -266,9 +306,27 @@ class Linear(torch.nn.Linear):
         return made
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        weight, bias = self.weight, self.bias
+        # A plain eager call (no forward-mode level either) on a batch whose rows are one matrix without a copy:
+        # _LinearProduct where autograd records, else the product and the bias added in place.
+        if (input.dim() >= 2 and _plain_eager(input, weight) and (bias is None or type(bias) in _PLAIN_TENSORS)
+                and forward_ad._current_level < 0):
+            try:
+                rows = input.view(-1, input.shape[-1]) if input.dim() > 2 else input
+            except RuntimeError:  # strides that do not merge: the generic path
+                rows = None
+            if rows is not None:
+                if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or
+                                                (bias is not None and bias.requires_grad)):
+                    output = _LinearProduct.apply(rows, weight, bias, self.kernel)
+                else:
+                    output = _fast_product(rows, weight.mT, self.kernel)
+                    if bias is not None:
+                        output.add_(bias)
+                return output.view(*input.shape[:-1], output.shape[-1]) if input.dim() > 2 else output
         # weight.mT is a transposed view: fastsgemm reads it column-major, in place.
-        output = _apply(input, self.weight.mT, self.kernel)
-        return output + self.bias if self.bias is not None else output
+        output = _apply(input, weight.mT, self.kernel)
+        return output + bias if bias is not None else output
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel!r}"
