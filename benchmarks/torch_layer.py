@@ -48,6 +48,7 @@ def main():
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(0)
+    print(f"fastsgemm.torch from {fst.__file__}")
     rows = []
     for name, batch, fan_in, fan_out in LAYERS:
         theirs = torch.nn.Linear(fan_in, fan_out, device="cuda")
@@ -82,7 +83,8 @@ def main():
                      f"({row['step_ratio']:.2f}x)")
         print(line)
     if args.out:
-        meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "tf32": False}
+        meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "tf32": False,
+                "fastsgemm_torch": fst.__file__}
         with open(args.out, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
 
