@@ -10,9 +10,10 @@
 # extension beside it), first on PYTHONPATH; each benchmark prints which fastsgemm.torch it imported.
 set -uo pipefail
 : "${OUT:?set OUT to the folder for logs}"
-before=${BEFORE:-.torch_before.py}
-[ -f "$before" ] || { echo "torch_ab: no $before (git show main:python/fastsgemm/torch.py > $before)" >&2; exit 1; }
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/.." || exit 1  # the repository root; relative paths below are taken from here
+OUT=$(realpath "$OUT") || exit 1
+before=$(realpath "${BEFORE:-.torch_before.py}" 2>/dev/null)
+[ -f "$before" ] || { echo "torch_ab: no ${BEFORE:-.torch_before.py} (git show main:python/fastsgemm/torch.py)" >&2; exit 1; }
 if ls wheels/*.whl >/dev/null 2>&1; then  # Dask and the notebook's packages, which the device image lacks
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site wheels/*.whl wheels/*/*.whl \
         >/dev/null 2>&1 || exit 1
@@ -24,7 +25,10 @@ FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} python3 -m pip install --no-bui
 echo "build: $(( $(date +%s) - start )) s"
 extension=$(python3 -c "import fastsgemm._sgemm as m; print(m.__file__)") || exit 1
 old=$(mktemp -d)
-cp -r python/fastsgemm "$old/" && cp "$before" "$old/fastsgemm/torch.py" && cp -f "$extension" "$old/fastsgemm/" 2>/dev/null
+cp -r python/fastsgemm "$old/" && cp "$before" "$old/fastsgemm/torch.py" || exit 1
+[ -f "$old/fastsgemm/$(basename "$extension")" ] || cp "$extension" "$old/fastsgemm/" || exit 1
+PYTHONPATH=$old:${PYTHONPATH:-} python3 -c "import fastsgemm.torch as f, sys; sys.exit(not f.__file__.startswith('$old'))" \
+    || { echo "torch_ab: the copy of the package before is not the one imported" >&2; exit 1; }
 status=0
 python3 -m pytest -q -p no:cacheprovider tests/test_torch.py >"$OUT/test-torch.log" 2>&1 || status=1
 echo "tests/test_torch.py: $(tail -1 "$OUT/test-torch.log")"

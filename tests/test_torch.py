@@ -231,8 +231,8 @@ def test_the_operator_passes_torch_library_checks(device, kernel):
 @pytest.mark.parametrize("device, kernel", devices())
 def test_backward_copies_nothing(device, kernel):
     """The backward of a Linear layer on a batch runs products on views: no clone, copy or contiguous. (The recorder,
-    a dispatch mode, sends the backward's products through the operator; a plain eager backward runs the same
-    _backward with the product called directly, which is what the operator's implementation calls.)"""
+    a dispatch mode, sends the backward's products through the operator, on the same rows, weight and gradient
+    views that a plain eager backward hands the C fast path directly.)"""
     layer = fst.Linear(24, 16, device=device, kernel=kernel)
     x = torch.randn(4, 8, 24, device=device, requires_grad=True)
     loss = weighted_loss(layer(x))
@@ -309,29 +309,35 @@ def linear_run(layer, x, generic):
             y = layer(x)
     else:
         y = layer(x)
-    weighted_loss(y).backward()
+    if y.requires_grad:
+        weighted_loss(y).backward()
     bias_grad = layer.bias.grad if layer.bias is not None else None
+    assert y._base is None, "a new tensor, as torch.nn.Linear's result is, not a view"
     return (y.detach(), x.grad, layer.weight.grad, bias_grad), node_names(y.grad_fn)
 
 
 @pytest.mark.parametrize("device, kernel", devices())
 @pytest.mark.parametrize("shape", [(37, 24), (3, 37, 24), (0, 24)], ids=["rows", "stack", "empty"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
-@pytest.mark.parametrize("trains", ["everything", "parameters", "input-and-bias", "input"])
+@pytest.mark.parametrize("trains", ["everything", "parameters", "input-and-bias", "input", "nothing"])
 def test_linear_fast_path_gives_the_generic_paths_numbers(device, kernel, shape, bias, trains):
     """Linear's plain eager path (_LinearProduct: one product with the bias added, both gradients' products in the
     C fast path) against its generic path (the operator on weight.mT, then + bias): the same output and products,
     bit for bit; the bias's gradient is the same column sums, in an order that may differ. `trains`: which of the
-    input, the weight and the bias require grad (a first layer's input does not; a frozen layer's parameters)."""
+    input, the weight and the bias require grad (a first layer's input does not; a frozen layer's parameters; with
+    nothing, grad mode on, no graph at all)."""
     torch.manual_seed(3)
     layer = fst.Linear(24, 16, bias=bias, device=device, kernel=kernel)
     layer.weight.requires_grad_(trains in ("everything", "parameters"))
     if bias:
-        layer.bias.requires_grad_(trains != "input")
-    x = torch.randn(shape, device=device).requires_grad_(trains != "parameters")
+        layer.bias.requires_grad_(trains not in ("input", "nothing"))
+    x = torch.randn(shape, device=device).requires_grad_(trains not in ("parameters", "nothing"))
     (fast, fast_graph), (generic, generic_graph) = linear_run(layer, x, False), linear_run(layer, x, True)
-    assert "_LinearProductBackward" in fast_graph and "_LinearProductBackward" not in generic_graph, (fast_graph,
-                                                                                                      generic_graph)
+    if trains == "nothing":
+        assert fast_graph == [] and generic_graph == []
+    else:
+        assert "_LinearProductBackward" in fast_graph and "_LinearProductBackward" not in generic_graph, (
+            fast_graph, generic_graph)
     assert fast[0].shape == (*shape[:-1], 16)
     for name, ours, theirs in zip(("output", "x.grad", "weight.grad"), fast[:3], generic[:3]):
         assert (ours is None) == (theirs is None), name
@@ -339,9 +345,20 @@ def test_linear_fast_path_gives_the_generic_paths_numbers(device, kernel, shape,
     assert (fast[3] is None) == (generic[3] is None)
     if fast[3] is not None:
         torch.testing.assert_close(fast[3], generic[3], rtol=1e-6, atol=1e-6)
-    with torch.no_grad():  # inference: the product and the bias, no graph, the same bits
+    with torch.no_grad():  # inference: the product and the bias, no graph, the same bits, a tensor of its own
         inferred = layer(x)
-    assert inferred.grad_fn is None and torch.equal(inferred, fast[0])
+    assert inferred.grad_fn is None and inferred._base is None and torch.equal(inferred, fast[0])
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_linear_is_traced_by_torch_fx(device, kernel):
+    """torch.fx.symbolic_trace passes proxies, not tensors: the layer records the generic path's operator."""
+    torch.manual_seed(7)
+    model = torch.nn.Sequential(fst.Linear(24, 16, device=device, kernel=kernel), torch.nn.ReLU())
+    traced = torch.fx.symbolic_trace(model)
+    assert "fastsgemm.matmul" in str(traced.graph)
+    x = torch.randn(3, 5, 24, device=device)
+    assert torch.equal(traced(x), model(x))
 
 
 @pytest.mark.parametrize("device, kernel", devices())

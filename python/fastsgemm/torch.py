@@ -250,38 +250,59 @@ def _fast_product(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor
     return _compute(a, b, kernel) if result is NotImplemented else result
 
 
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x's rows as one matrix, a view (the caller made sure the strides merge)."""
+    return x.view(-1, x.shape[-1]) if x.dim() > 2 else x
+
+
+def _linear_out(input: torch.Tensor, weight: torch.Tensor, bias, kernel: str) -> torch.Tensor:
+    """input @ weight^T + bias where autograd records nothing, as a new tensor of input's leading shape (never a
+    view, as torch.nn.Linear's result is not): the product written by the C fast path straight into it, then the
+    bias added in place."""
+    out = input.new_empty((*input.shape[:-1], weight.shape[0]))
+    rows, out_rows = _rows(input), _rows(out)
+    if _sgemm.sgemm_fast(rows, weight.mT, None, out_rows, 1.0, 0.0, kernel) is NotImplemented:
+        out_rows.copy_(_compute(rows, weight.mT, kernel))  # CPU tensors; or a dtype _compute refuses, raising
+    if bias is not None:
+        out_rows.add_(bias)
+    return out
+
+
 class _LinearProduct(torch.autograd.Function):
-    """Linear's x2 @ weight^T + bias for a plain eager call (x2: the input's rows as one matrix): the forward is one
-    product with the bias added in place, and the backward computes dx2 = g @ weight and dweight = g^T @ x2, laid
-    out as weight is, each in one call of the C fast path, and dbias = the column sums of g. These are the
-    products the generic path (_apply on weight.mT, then `+ bias`) runs, with the same operands, so the numbers are
-    the same; what goes is its Python around each product (the checks per product, the stack bookkeeping, the
-    layout choice, a separate bias add). A backward that builds a graph (create_graph=True) or that something
-    intercepts takes the generic path's differentiable products instead."""
+    """Linear's input @ weight^T + bias for a plain eager call on an input whose rows are one matrix without a copy:
+    the forward is one product with the bias added in place (_linear_out), and the backward computes, on the rows,
+    dx = g @ weight and dweight = g^T @ x (laid out as a contiguous weight is), each in one call of the C fast
+    path, and dbias = the column sums of g. These are the products the generic path (_apply on weight.mT, then
+    `+ bias`) runs, with the same operands, so the numbers are the same; what goes is its Python around each
+    product (the checks per product, the stack bookkeeping, the layout choice) and the separate bias add. Only what
+    the backward needs is kept: the input only where the weight's gradient is wanted, the weight only where the
+    input's is. A backward that builds a graph (create_graph=True) or that something intercepts takes the generic
+    path's differentiable products instead."""
 
     @staticmethod
-    def forward(ctx, x2, weight, bias, kernel):
-        ctx.save_for_backward(x2, weight)
+    def forward(ctx, input, weight, bias, kernel):
+        need_input, need_weight = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(input if need_weight else None, weight if need_input else None)
         ctx.kernel = kernel
-        out = _fast_product(x2, weight.mT, kernel)
-        return out.add_(bias) if bias is not None else out
+        ctx.input_shape = input.shape
+        return _linear_out(input, weight, bias, kernel)
 
     @staticmethod
     def backward(ctx, grad):
-        x2, weight = ctx.saved_tensors
-        need_x, need_weight, need_bias, _ = ctx.needs_input_grad
-        grad_x = grad_weight = None
-        if torch.is_grad_enabled() or not _plain_eager(grad, weight):
-            if need_x:
-                grad_x = _apply(grad, weight, ctx.kernel)
-            if need_weight:
-                grad_weight = _apply(grad.mT, x2, ctx.kernel)
+        input, weight = ctx.saved_tensors
+        need_input, need_weight, need_bias, _ = ctx.needs_input_grad
+        rows = _rows(input) if input is not None else None
+        grad_rows = grad.reshape(-1, grad.shape[-1])  # a view but for gradients whose strides do not merge
+        grad_input = grad_weight = None
+        if torch.is_grad_enabled() or not _plain_eager(grad_rows, weight if weight is not None else rows):
+            product = _apply
         else:
-            if need_x:
-                grad_x = _fast_product(grad, weight, ctx.kernel)
-            if need_weight:
-                grad_weight = _fast_product(grad.mT, x2, ctx.kernel)
-        return grad_x, grad_weight, grad.sum(0) if need_bias else None, None
+            product = _fast_product
+        if need_input:
+            grad_input = product(grad_rows, weight, ctx.kernel).view(ctx.input_shape)
+        if need_weight:
+            grad_weight = product(grad_rows.mT, rows, ctx.kernel)
+        return grad_input, grad_weight, grad_rows.sum(0) if need_bias else None, None
 
 
 class Linear(torch.nn.Linear):
@@ -307,23 +328,24 @@ class Linear(torch.nn.Linear):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
-        # A plain eager call (no forward-mode level either) on a batch whose rows are one matrix without a copy:
-        # _LinearProduct where autograd records, else the product and the bias added in place.
-        if (input.dim() >= 2 and _plain_eager(input, weight) and (bias is None or type(bias) in _PLAIN_TENSORS)
+        # A plain eager call (no forward-mode level either; ordinary tensors checked first, so that a tracer's proxy
+        # goes to the generic path untouched) with a contiguous weight, a float32 bias on the input's device or none,
+        # and an input whose rows are one matrix without a copy: _LinearProduct where autograd records, else the
+        # product and the bias straight into a new tensor (_linear_out).
+        if (_plain_eager(input, weight) and input.dim() >= 2 and weight.is_contiguous()
+                and (bias is None or (type(bias) in _PLAIN_TENSORS and bias.dtype == torch.float32
+                                      and bias.device == input.device))
                 and forward_ad._current_level < 0):
             try:
-                rows = input.view(-1, input.shape[-1]) if input.dim() > 2 else input
+                _rows(input)
+                merges = True
             except RuntimeError:  # strides that do not merge: the generic path
-                rows = None
-            if rows is not None:
+                merges = False
+            if merges:
                 if torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad or
                                                 (bias is not None and bias.requires_grad)):
-                    output = _LinearProduct.apply(rows, weight, bias, self.kernel)
-                else:
-                    output = _fast_product(rows, weight.mT, self.kernel)
-                    if bias is not None:
-                        output.add_(bias)
-                return output.view(*input.shape[:-1], output.shape[-1]) if input.dim() > 2 else output
+                    return _LinearProduct.apply(input, weight, bias, self.kernel)
+                return _linear_out(input, weight, bias, self.kernel)
         # weight.mT is a transposed view: fastsgemm reads it column-major, in place.
         output = _apply(input, weight.mT, self.kernel)
         return output + bias if bias is not None else output
