@@ -1,0 +1,79 @@
+"""Per-call host cost of the C fast path on the products a small training step makes (issue 48).
+
+    python benchmarks/fast_call_cost.py [--calls 2000] [--kernels auto tf32x3_mma ...]
+
+For each of the MLP's products (torch_step_profile.py's model: batch 256, 512 -> 1024 -> 1024 -> 10, forward and
+both gradients, in the layouts fastsgemm.torch hands the C fast path), wall time over a loop of `calls` calls with
+one synchronize at the end: fastsgemm._sgemm.sgemm_fast into a preallocated result, per kernel, beside torch.mm
+into a preallocated result (cuBLAS, TF32 off). A loop whose time per call exceeds the GPU time of one product is
+host-bound, and then the figure is the host's cost per call. The GPU time of one product (CUDA events over the
+same loop) is printed beside it, so the two can be told apart.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from fastsgemm import _sgemm
+
+BATCH, SIZES = 256, (512, 1024, 1024, 10)
+
+
+def products():
+    """(name, a, b) in the layouts the Linear fast path passes: forward x @ W^T, dx = g @ W, dW = g^T @ x."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for fan_in, fan_out in zip(SIZES, SIZES[1:]):
+        x = torch.randn(BATCH, fan_in, device="cuda", generator=g)
+        w = torch.randn(fan_out, fan_in, device="cuda", generator=g)
+        dy = torch.randn(BATCH, fan_out, device="cuda", generator=g)
+        rows += [(f"fwd {BATCH}x{fan_in} @ W^T({fan_in}x{fan_out})", x, w.mT),
+                 (f"dx  {BATCH}x{fan_out} @ W({fan_out}x{fan_in})", dy, w),
+                 (f"dW  ({fan_out}x{BATCH}) @ x({BATCH}x{fan_in})", dy.mT, x)]
+    return rows
+
+
+def per_call(fn, calls):
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start = time.perf_counter()
+    start_event.record()
+    for _ in range(calls):
+        fn()
+    end_event.record()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) / calls * 1e6
+    return wall, start_event.elapsed_time(end_event) / calls * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--kernels", nargs="+", default=["auto", "tf32x3_mma", "tf32x3_regs", "tf32x3_regs:direct"])
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; us per call, wall (GPU by events)")
+    for name, a, b in products():
+        out = torch.empty(a.shape[0], b.shape[1], device="cuda")
+        cells = []
+        wall, gpu = per_call(lambda: torch.mm(a, b, out=out), args.calls)
+        cells.append(f"torch.mm {wall:6.1f} ({gpu:5.1f})")
+        for kernel in args.kernels:
+            def call(kernel=kernel):
+                if _sgemm.sgemm_fast(a, b, None, out, 1.0, 0.0, kernel) is NotImplemented:
+                    raise RuntimeError(f"{kernel}: not the fast path")
+            walls = []
+            for _ in range(3):
+                walls.append(per_call(call, args.calls))
+            wall, gpu = min(walls)
+            cells.append(f"{kernel} {wall:6.1f} ({gpu:5.1f})")
+        print(f"{name:36s} " + "  ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
