@@ -107,22 +107,29 @@ def compare(runs: dict, calls: int, rounds: int, warmup: int = 3) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def train_step(model, batches, loss_fn):
+def train_step(model, batches, loss_fn, graphs=False):
+    """One SGD step a call. graphs: the model is compiled with CUDA graphs, and each step starts a new replay
+    (torch.compiler.cudagraph_mark_step_begin), as a training loop under mode="reduce-overhead" does."""
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     state = {"i": 0}
 
     def step():
         x, y = batches[state["i"] % len(batches)]
         state["i"] += 1
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         optimizer.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         optimizer.step()
     return step
 
 
-def backward_step(model, x):
-    """forward and backward of model on x with x.sum() as the loss (gradients accumulate; no optimizer)."""
+def backward_step(model, x, graphs=False):
+    """forward and backward of model on x with x.sum() as the loss (gradients accumulate; no optimizer); graphs as
+    in train_step."""
     def step():
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         model(x).sum().backward()
     return step
 
@@ -198,19 +205,20 @@ def compiled_rows(rounds):
             return torch.compile(model, mode=None if mode == "default" else mode)
         model, batches = mlp()
         loss = torch.nn.CrossEntropyLoss()
-        runs = {"torch": train_step(compiled(model), batches, loss),
-                "fastsgemm": train_step(compiled(swapped(model, to_fastsgemm)), batches, loss)}
+        graphs = mode == "reduce-overhead"
+        runs = {"torch": train_step(compiled(model), batches, loss, graphs),
+                "fastsgemm": train_step(compiled(swapped(model, to_fastsgemm)), batches, loss, graphs)}
         rows.append(row("MLP 512->1024->1024->10, GELU, batch 256, SGD", f"training step, compiled ({mode})",
                         compare(runs, 200, rounds, warmup=20)))
         model, x = block()
-        runs = {"torch": backward_step(compiled(model), x),
-                "fastsgemm": backward_step(compiled(swapped(model, to_fastsgemm)), x)}
+        runs = {"torch": backward_step(compiled(model), x, graphs),
+                "fastsgemm": backward_step(compiled(swapped(model, to_fastsgemm)), x, graphs)}
         rows.append(row("MLP block 1024->4096->1024, GELU, on (8, 512, 1024)",
                         f"forward and backward, compiled ({mode})", compare(runs, 10, rounds, warmup=5)))
         layer = torch.nn.Linear(256, 256, device="cuda")
         x = torch.randn(64, 256, device="cuda", requires_grad=True)
-        runs = {"torch": backward_step(compiled(layer), x),
-                "fastsgemm": backward_step(compiled(to_fastsgemm(layer)), x)}
+        runs = {"torch": backward_step(compiled(layer), x, graphs),
+                "fastsgemm": backward_step(compiled(to_fastsgemm(layer)), x, graphs)}
         rows.append(row("Linear 256->256 on (64, 256)", f"forward and backward, compiled ({mode})",
                         compare(runs, 200, rounds, warmup=5)))
     return rows
