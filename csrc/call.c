@@ -90,11 +90,13 @@ int choose_kernel(long index, long config, kernel_choice *choice) {
         choice->launch = rung->launch;
         choice->max_dim = rung->max_dim;
         choice->launch_batch = rung->launch_batch;
+        choice->fill = rung->fill;
         snprintf(choice->name, sizeof choice->name, "%s", rung->name);
     } else {
         choice->launch = rung->configs[config].launch;
         choice->max_dim = rung->configs[config].max_dim;
         choice->launch_batch = rung->configs[config].launch_batch;
+        choice->fill = rung->configs[config].fill;
         snprintf(choice->name, sizeof choice->name, "%s:%s", rung->name, rung->configs[config].name);
     }
     return 0;
@@ -229,7 +231,7 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
         }
     } else {
         Py_BEGIN_ALLOW_THREADS
-        err = fsg_run_gemm(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream);
+        err = fsg_run_gemm(rung, kernel->launch, &kernel->fill, a, b, c, out, (float)alpha, (float)beta, stream);
         Py_END_ALLOW_THREADS
     }
     leave_device(&previous_device);
@@ -295,7 +297,8 @@ int run_batch(module_state *st, const kernel_choice *kernel, operand *ops, int64
     Py_BEGIN_ALLOW_THREADS
     // A stack whose out may name an element twice runs product by product, in order, the last write winning.
     const bool in_order = !stack_distinct(out, count, steps[2]);
-    err = fsg_run_batch(kernel->rung, kernel->launch, kernel->launch_batch, kernel->max_dim, in_order, a, b, out, count,
+    err = fsg_run_batch(kernel->rung, kernel->launch, &kernel->fill, kernel->launch_batch, kernel->max_dim, in_order, a,
+                        b, out, count,
                         steps[0], steps[1], steps[2], stream);
     Py_END_ALLOW_THREADS
     leave_device(&previous_device);

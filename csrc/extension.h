@@ -151,6 +151,7 @@ typedef struct kernel_choice {
     fsg_launcher launch;
     int64_t max_dim;
     fsg_batch_launcher launch_batch; /* runs a stack of products in one launch (NULL: product by product) */
+    fsg_fill fill;                   /* how the planner slices K for it (ladder.h) */
     char name[96]; /* "rung" or "rung:config", for messages */
 } kernel_choice;
 

@@ -76,7 +76,7 @@ int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const
     if (width >= n) {
         // One panel: exactly the call as it always was.
         Py_BEGIN_ALLOW_THREADS
-        err = fsg_run_gemm(rung, launch, a, b, c, out, alpha, beta, stream);
+        err = fsg_run_gemm(rung, launch, &rung->fill, a, b, c, out, alpha, beta, stream);
         Py_END_ALLOW_THREADS
         *result = err;
         return 0;
@@ -110,8 +110,8 @@ int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const
         const fsg_matrix out_panel = columns(out, first, count), b_panel = columns(&b_use, first, count);
         const fsg_matrix c_panel = c != NULL ? columns(&c_use, first, count) : (fsg_matrix){0};
         Py_BEGIN_ALLOW_THREADS
-        err = fsg_run_gemm(rung, launch, &a_use, &b_panel, c != NULL ? &c_panel : NULL, &out_panel, alpha, beta,
-                           stream);
+        err = fsg_run_gemm(rung, launch, &rung->fill, &a_use, &b_panel, c != NULL ? &c_panel : NULL, &out_panel, alpha,
+                           beta, stream);
         Py_END_ALLOW_THREADS
     }
     free(a_copy);

@@ -310,24 +310,20 @@ static cudaError_t stage_input(scratch *s, fsg_side work, const fsg_matrix *x, c
     return err;
 }
 
-/* How `launch` (the rung's own launcher or one of its configurations') wants a long K sliced. */
-static fsg_fill fill_of(const fsg_rung *rung, fsg_launcher launch) {
-    for (int i = 0; i < rung->config_count; ++i)
-        if (rung->configs[i].launch == launch) return rung->configs[i].fill;
-    return rung->fill;
-}
-
-/* How many K-slices to run `launch` of `rung` in (1: no split). */
-static int64_t k_slices(const fsg_rung *rung, fsg_launcher launch, int64_t m, int64_t n, int64_t k) {
-    if (rung->number < 0 || k < kSplitFromK) return 1;  // cuBLAS splits (or not) by itself
-    int64_t slices = (k + kSplitSlice - 1) / kSplitSlice;
-    const fsg_fill fill = fill_of(rung, launch);
+/* How many K-slices to run a launcher of `rung` in (1: no split), by the
+ * launcher's `fill` (ladder.h: the rung's own, or its configuration's). */
+static int64_t k_slices(const fsg_rung *rung, const fsg_fill *fill, int64_t m, int64_t n, int64_t k) {
+    if (rung->number < 0) return 1;  // cuBLAS splits (or not) by itself
+    // An engine configuration's short_slice: a short K is cut too, into slices of at least short_slice.
+    const bool short_k = fill->short_slice > 0 && k >= 2 * (int64_t)fill->short_slice;
+    if (k < kSplitFromK && !short_k) return 1;
+    int64_t slices = short_k ? k / fill->short_slice : (k + kSplitSlice - 1) / kSplitSlice;
     int device, sms;
-    if (fill.tile_m > 0 && cudaGetDevice(&device) == cudaSuccess &&
+    if (fill->tile_m > 0 && cudaGetDevice(&device) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess) {
         // Slices only to fill one wave: more would be summed for nothing, and a part wave leaves SMs idle.
-        const int64_t blocks = ((m + fill.tile_m - 1) / fill.tile_m) * ((n + fill.tile_n - 1) / fill.tile_n);
-        const int64_t wave = (int64_t)sms * fill.blocks_per_sm;
+        const int64_t blocks = ((m + fill->tile_m - 1) / fill->tile_m) * ((n + fill->tile_n - 1) / fill->tile_n);
+        const int64_t wave = (int64_t)sms * fill->blocks_per_sm;
         const int64_t to_fill = blocks >= wave ? 1 : wave / blocks;
         if (to_fill < slices) slices = to_fill;
     }
@@ -383,8 +379,9 @@ static void transpose_problem(fsg_gemm *g) {
     g->b_trans = !t.a_trans;
 }
 
-cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
-                         const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta, cudaStream_t stream) {
+cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, const fsg_matrix *a,
+                         const fsg_matrix *b, const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
+                         cudaStream_t stream) {
     const int64_t m = out->rows, n = out->cols, k = a->cols;
     if (m == 0 || n == 0) return cudaSuccess;
     const fsg_side work = rung->device == FSG_DEVICE_CUDA ? FSG_DEVICE : FSG_HOST;
@@ -424,7 +421,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_ma
 
     if (d_layout == FSG_COL_MAJOR) transpose_problem(&g);
     if (work == FSG_DEVICE) s.used_stream = true;
-    const int64_t slices = k_slices(rung, launch, g.m, g.n, g.k);
+    const int64_t slices = k_slices(rung, fill, g.m, g.n, g.k);
     err = slices > 1 ? launch_split_k(&s, launch, work, &g, slices, stream) : launch(&g, stream);
     if (err) goto exit;
     if (out->side == FSG_HOST && work == FSG_DEVICE) {  // while the GPU computes, fault in out's pages
@@ -468,7 +465,7 @@ bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix
     return false;
 }
 
-cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch,
+cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, fsg_batch_launcher launch_batch,
                           int64_t max_dim, bool in_order, const fsg_matrix *a, const fsg_matrix *b,
                           const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b, int64_t step_out,
                           cudaStream_t stream) {
@@ -478,7 +475,7 @@ cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_l
     // A stack that is one matrix (a Linear layer on a batch): one ordinary product, with the planner's split-K.
     fsg_matrix one_a, one_b, one_out;
     if (!in_order && fsg_batch_as_one(a, b, out, count, step_a, step_b, step_out, max_dim, &one_a, &one_b, &one_out))
-        return fsg_run_gemm(rung, launch, &one_a, &one_b, NULL, &one_out, 1.0f, 0.0f, stream);
+        return fsg_run_gemm(rung, launch, fill, &one_a, &one_b, NULL, &one_out, 1.0f, 0.0f, stream);
     fsg_gemm g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f, .a = a->ptr, .b = b->ptr, .d = out->ptr};
     const fsg_layout a_layout = fsg_classify(a, &g.lda), b_layout = fsg_classify(b, &g.ldb);
     const fsg_layout d_layout = fsg_classify(out, &g.ldd);
@@ -487,7 +484,7 @@ cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_l
         // Product by product: each an ordinary call, which copies odd layouts and splits a long K as it needs.
         for (int64_t p = 0; p < count; ++p) {
             const fsg_matrix a_p = moved(a, p * step_a), b_p = moved(b, p * step_b), out_p = moved(out, p * step_out);
-            const cudaError_t err = fsg_run_gemm(rung, launch, &a_p, &b_p, NULL, &out_p, 1.0f, 0.0f, stream);
+            const cudaError_t err = fsg_run_gemm(rung, launch, fill, &a_p, &b_p, NULL, &out_p, 1.0f, 0.0f, stream);
             if (err != cudaSuccess) return err;
         }
         return cudaSuccess;

@@ -49,8 +49,9 @@ bool fsg_elements_overlap(const fsg_matrix *m);
  * beta == 0. Every matrix is on one side; a CUDA rung with host matrices
  * stages them through the device on `stream` and synchronises before it
  * returns. Shapes must already agree. Returns the first error. */
-cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
-                         const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta, cudaStream_t stream);
+cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, const fsg_matrix *a,
+                         const fsg_matrix *b, const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
+                         cudaStream_t stream);
 
 /* Whether a stack of `count` products (as fsg_run_batch takes them) is one
  * matrix product: a shared B with A's and out's matrices row after row, end
@@ -75,7 +76,7 @@ bool fsg_batch_as_one(const fsg_matrix *a, const fsg_matrix *b, const fsg_matrix
  * share elements: the last write wins, as in order). max_dim: the kernel's
  * largest M and N, which a stack folded into one product must keep. Returns the
  * first error. */
-cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, fsg_batch_launcher launch_batch,
+cudaError_t fsg_run_batch(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, fsg_batch_launcher launch_batch,
                           int64_t max_dim, bool in_order, const fsg_matrix *a, const fsg_matrix *b,
                           const fsg_matrix *out, int64_t count, int64_t step_a, int64_t step_b, int64_t step_out,
                           cudaStream_t stream);

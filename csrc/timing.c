@@ -116,11 +116,11 @@ PyObject *time_gemm(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         const long t = r - warmup;
         if (t >= 0) err = cudaEventRecord(events[2 * t], stream);
         if (err == cudaSuccess && stack[0] > 0)
-            err = fsg_run_batch(kernel.rung, kernel.launch, kernel.launch_batch, kernel.max_dim, false, &m[0], &m[1],
-                                &m[3], stack[0], stack[1], stack[2], stack[3], stream);
+            err = fsg_run_batch(kernel.rung, kernel.launch, &kernel.fill, kernel.launch_batch, kernel.max_dim, false,
+                                &m[0], &m[1], &m[3], stack[0], stack[1], stack[2], stack[3], stream);
         else if (err == cudaSuccess)
-            err = fsg_run_gemm(kernel.rung, kernel.launch, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL, &m[3],
-                               (float)alpha, (float)beta, stream);
+            err = fsg_run_gemm(kernel.rung, kernel.launch, &kernel.fill, &m[0], &m[1], has_c[r % nsets] ? &m[2] : NULL,
+                               &m[3], (float)alpha, (float)beta, stream);
         if (err == cudaSuccess && t >= 0) err = cudaEventRecord(events[2 * t + 1], stream);
     }
     if (err == cudaSuccess) err = cudaEventSynchronize(events[2 * repeats - 1]);

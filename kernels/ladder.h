@@ -101,10 +101,15 @@ typedef enum fsg_device { FSG_DEVICE_CPU = 0, FSG_DEVICE_CUDA = 1 } fsg_device;
  * grows. Set: the rung's sums keep their accuracy at any K (tf32x3 adds each
  * k-step's main term with an FP32 add; tf32 is as accurate as TF32 lets it be
  * anyway), so K is cut only as far as one wave of these blocks fills the GPU:
- * fewer, deeper slices, and less of the workspace to sum. */
+ * fewer, deeper slices, and less of the workspace to sum.
+ * short_slice, an engine configuration's alone: a K of any length, from twice
+ * short_slice up, is cut the same way, into slices of at least short_slice.
+ * For thin results (a few rows or columns: a small batch through a layer),
+ * whose few blocks would otherwise each walk the whole K while most SMs idle. */
 typedef struct fsg_fill {
     int tile_m, tile_n; /* the block tile */
     int blocks_per_sm;  /* blocks resident on one SM at a time */
+    int short_slice;    /* 0: a K up to 4096 runs whole */
 } fsg_fill;
 
 /* Another template configuration of a rung: the same code and idea with other

@@ -42,12 +42,14 @@ def fill_of(kernel):
 
 def slice_step(m, n, k, kernel=None):
     """The K-slice length operands.c chooses for an m x n x k product of a ladder rung (k: no split)."""
-    if k < SPLIT_FROM_K:
-        return k
-    slices = min(-(-k // SPLIT_SLICE), WORKSPACE_BYTES // (m * n * 4), MAX_SLICES)
     fill = fill_of(kernel) if kernel is not None else None
+    short_slice = fill[3] if fill is not None else 0
+    short_k = short_slice > 0 and k >= 2 * short_slice  # an engine thin configuration cuts a short K too
+    if k < SPLIT_FROM_K and not short_k:
+        return k
+    slices = min(k // short_slice if short_k else -(-k // SPLIT_SLICE), WORKSPACE_BYTES // (m * n * 4), MAX_SLICES)
     if fill is not None:
-        tile_m, tile_n, per_sm = fill
+        tile_m, tile_n, per_sm, _ = fill
         blocks, wave = -(-m // tile_m) * -(-n // tile_n), fastsgemm.device_info()["sm_count"] * per_sm
         slices = min(slices, 1 if blocks >= wave else wave // blocks)
     if slices < 2:
@@ -167,15 +169,24 @@ def test_beta_and_c(kernel, where, problems):
 BITWISE_SHAPES = [(67, 45, 5000), (33, 70, 4097)]  # slices of 512 (the last 392), and of 480 (the last 257)
 
 
-def assert_in_order_sum(kernel, m, n, k, trans, step, problems):
+def short_slice_of(kernel):
+    """An engine thin configuration's short_slice (0 for everything else)."""
+    fill = fill_of(kernel)
+    return fill[3] if fill is not None else 0
+
+
+def assert_in_order_sum(kernel, m, n, k, trans, step, problems, trans_b=None):
     """The one-launch split product equals the float32 sum, in order, of the unsplit products of K-slices
-    of `step` (the last shorter), bit for bit, and is close to float64."""
+    of `step` (the last shorter), bit for bit, and is close to float64. A thin configuration would cut a slice's
+    own K again: its slices are computed by its rung, whose kernel it runs, unsplit below K = 4097."""
+    trans_b = trans if trans_b is None else trans_b
     p = problems(m, n, k)
-    a, b = stored(p.A, trans, True), stored(p.B, trans, True)
-    split = raw_product(kernel, m, n, k, a, b, trans, trans)
+    a, b = stored(p.A, trans, True), stored(p.B, trans_b, True)
+    split = raw_product(kernel, m, n, k, a, b, trans, trans_b)
+    unsplit = kernel.partition(":")[0] if short_slice_of(kernel) else kernel
     total = np.zeros((m, n), np.float32)
     for k0 in range(0, k, step):
-        part = raw_product(kernel, m, n, min(step, k - k0), a, b, trans, trans, a_k0=k0, b_k0=k0)
+        part = raw_product(unsplit, m, n, min(step, k - k0), a, b, trans, trans_b, a_k0=k0, b_k0=k0)
         total += part  # float32, in order
     assert not np.isnan(split).any(), f"{kernel}: NaN left in the split result"
     mismatches = np.argwhere(split != total)
@@ -209,3 +220,39 @@ def test_tensor_core_rungs_slice_only_to_fill_the_gpu(kernel, problems):
         pytest.skip(f"{kernel}: one wave of this GPU's SMs holds every block here: nothing to slice")
     assert step > SPLIT_SLICE, f"{kernel}: slices of {step}"
     assert_in_order_sum(kernel, m, n, k, False, step, problems)
+
+
+THIN_KERNELS = [p for p in SPLITTING_KERNELS if short_slice_of(p.values[0])]
+# (m, n, k, B column-major): a batch of 1, 8 and 64 through a 1024 -> 1024 layer (x @ W^T: B column-major), a
+# ragged one, and a thin column (n small).
+THIN_SHAPES = [(1, 1024, 1024, True), (8, 1024, 1024, True), (64, 1024, 1024, False), (5, 1000, 777, True),
+               (1000, 7, 999, False)]
+
+
+def test_thin_configurations_are_found():
+    """tf32x3_mma:thin is the engine's thin configuration (registry.c): the tests below have something to run."""
+    assert "tf32x3_mma:thin" in [p.values[0] for p in THIN_KERNELS]
+
+
+@pytest.mark.parametrize("kernel", THIN_KERNELS)
+@pytest.mark.parametrize("m,n,k,trans_b", THIN_SHAPES, ids=[f"{m}x{n}x{k}{'-bt' if t else ''}"
+                                                            for m, n, k, t in THIN_SHAPES])
+def test_thin_configuration_slices_a_short_k(kernel, m, n, k, trans_b, problems):
+    """A thin result's short K is cut into slices of at least short_slice, as far as one wave needs, and the
+    product is the in-order float32 sum of its rung's unsplit products over the slices, bit for bit."""
+    step = slice_step(m, n, k, kernel)
+    assert step < k and step % SLICE_MULTIPLE == 0 and step >= short_slice_of(kernel), (kernel, step)
+    assert_in_order_sum(kernel, m, n, k, False, step, problems, trans_b=trans_b)
+
+
+@pytest.mark.parametrize("kernel", THIN_KERNELS)
+def test_thin_configuration_leaves_a_full_gpu_whole(kernel, problems):
+    """Where the blocks fill a wave already (2048 x 2048 x 1024: 1024 blocks of 64 x 64), K runs whole: the
+    thin configuration is its rung, bit for bit."""
+    m, n, k = 2048, 2048, 1024
+    assert slice_step(m, n, k, kernel) == k
+    p = problems(m, n, k)
+    a, b = stored(p.A, False, True), stored(p.B, False, True)
+    ours = raw_product(kernel, m, n, k, a, b, False, False)
+    theirs = raw_product(kernel.partition(":")[0], m, n, k, a, b, False, False)
+    assert np.array_equal(ours, theirs), f"{kernel}: differs from its rung on a GPU-filling product"

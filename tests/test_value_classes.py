@@ -53,8 +53,9 @@ FINITE = ["subnormal results", "subnormal inputs", "2^120 range within a row"]
 # The known gap (issue 45, part 2; docs/guarantees.md): the three-product TF32 kernels lose accuracy where results
 # or inputs are subnormal. A subnormal input's low part lies below TF32's smallest number, and the tensor cores'
 # sums of products near FP32's smallest lose what FP32's round-to-nearest FFMAs keep. Strict: the day a fix lands,
-# these pass, and the mark must go.
-SUBNORMAL_GAP = ("tf32x3", "auto")
+# these pass, and the mark must go. kernel="auto" has the gap where it runs one of them at this shape on this GPU:
+# that is known only there, so its case checks the same way inside the test.
+SUBNORMAL_GAP = ("tf32x3",)
 
 
 def finite_params():
@@ -77,9 +78,15 @@ def test_finite_classes_are_fp32_accurate(kernel, name):
     got = product(kernel, A, B)
     assert np.isfinite(got).all(), f"{kernel}, {name}: non-finite results"
     error = relative_error(got, want)
+    ran = fastsgemm.auto_kernel(M, N, K) if kernel == "auto" else kernel
+    known_gap = kernel == "auto" and name.startswith("subnormal") and ran.startswith(SUBNORMAL_GAP)
     if not error <= FP32_TOLERANCE:
         cublas = relative_error(product("cublas", A, B), want)
-        pytest.fail(f"{kernel}, {name}: relative error {error:.2e} against float64 (cuBLAS FP32: {cublas:.2e})")
+        message = f"{kernel} ({ran}), {name}: relative error {error:.2e} against float64 (cuBLAS FP32: {cublas:.2e})"
+        if known_gap:
+            pytest.xfail(f"issue 45, part 2: {message}")
+        pytest.fail(message)
+    assert not known_gap, f"auto ran {ran}, whose subnormal gap (issue 45, part 2) is marked: it passes now"
 
 
 @pytest.mark.gpu

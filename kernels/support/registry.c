@@ -35,6 +35,15 @@ static const fsg_config warptile_configs[] = {
  * only to fill the GPU with blocks of their tile (ladder.h's fsg_fill). */
 #define FILL(TILE_M, TILE_N, PER_SM) .fill = {(TILE_M), (TILE_N), (PER_SM)}
 
+/* The engine's thin configurations: a rung's own launcher, with the planner told to cut even a short K into
+ * slices side by side (ladder.h's short_slice), as far as one wave of its blocks needs. */
+static const fsg_config tf32x3_mma_configs[] = {
+    {"thin", "rung 13's kernel with K cut into slices of 64 or more side by side, then summed in order, as far as "
+     "one wave of its 64 x 64 blocks needs: for thin results (a few rows or columns, as a small batch through a "
+     "layer), whose few blocks would each walk the whole K",
+     fsg_tf32x3_mma_sgemm, GRID_Y_LIMIT(64), {.tile_m = 64, .tile_n = 64, .blocks_per_sm = 2, .short_slice = 64}},
+};
+
 static const fsg_config tf32x3_configs[] = {
     {"128x64", "128 x 64 block tiles: twice the blocks of 128 x 128, for medium problems "
      "(tf32x3_mma where wgmma is not had)",
@@ -222,6 +231,7 @@ const fsg_rung fsg_rungs[] = {
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
         FILL(64, 64, 2),
+        CONFIGS(tf32x3_mma_configs),
     },
     {
         .number = 14,

@@ -33,8 +33,9 @@ class KernelInfo(NamedTuple):
     precision: str  # "fp32": error like cuBLAS SGEMM's; "tf32": operands rounded to TF32 (about 3e-4)
     configs: tuple  # its other configurations (KernelConfig), for kernel="<name>:<config>" and kernel="auto"
     # Past K = 4096 the extension runs K in slices, side by side, and sums them (csrc/operands.c). None: slices of
-    # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm): sums accurate at any K, so
-    # only as many slices as one wave of such blocks needs to fill the GPU.
+    # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm, short_slice): sums accurate at
+    # any K, so only as many slices as one wave of such blocks needs to fill the GPU. short_slice > 0 (the engine's
+    # thin configurations): any K from 2 * short_slice up is sliced so, in slices of at least short_slice.
     fill: tuple | None = None
     # A stack of products (fastsgemm.matmul) runs in one launch: the product index is a grid dimension (the wgmma
     # rungs) or cuBLAS's strided-batched call. False: the stack runs product by product, a launch each.

@@ -37,8 +37,16 @@ from .bench import SLOW_RUNG_LIMIT, git_commit, parse_shape, progress
 SQUARES = [[n] * 3 for n in (64, 128, 256, 384, 512, 768, 1024, 1280, 1536, 2048, 3072, 4096, 8192, 16384)]
 # Beyond the squares: sizes that are not multiples of 4 (no 16-byte loads), tall-and-skinny and wide
 # results, a small K (little work per output) and long K with small and large results (the ladder's rungs
-# split K > 4096 into slices for accuracy, all in one launch, then sum them in order).
+# split K > 4096 into slices for accuracy, all in one launch, then sum them in order); thin results, as a small
+# batch through a layer makes (a few rows, or a few columns in its backward), whose few blocks leave most SMs
+# idle unless K is cut (the engine's thin configurations).
 OTHER_SHAPES = [
+    [1, 1024, 1024],
+    [8, 1024, 1024],
+    [64, 1024, 1024],
+    [16, 4096, 4096],
+    [1024, 8, 1024],
+    [256, 1024, 512],
     [1000, 1000, 1000],
     [4095, 4097, 4093],
     [32768, 256, 2048],
