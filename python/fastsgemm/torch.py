@@ -257,14 +257,16 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 def _linear_out(input: torch.Tensor, weight: torch.Tensor, bias, kernel: str) -> torch.Tensor:
     """input @ weight^T + bias where autograd records nothing, as a new tensor of input's leading shape (never a
-    view, as torch.nn.Linear's result is not): the product written by the C fast path straight into it, then the
-    bias added in place."""
+    view, as torch.nn.Linear's result is not), written by one call of the C fast path: the bias is its C, every
+    row the same (a row stride of zero), with beta = 1, so each element is the product plus the bias rounded
+    once, as adding it afterwards gives."""
     out = input.new_empty((*input.shape[:-1], weight.shape[0]))
     rows, out_rows = _rows(input), _rows(out)
-    if _sgemm.sgemm_fast(rows, weight.mT, None, out_rows, 1.0, 0.0, kernel) is NotImplemented:
+    c = bias.expand(out_rows.shape) if bias is not None else None
+    if _sgemm.sgemm_fast(rows, weight.mT, c, out_rows, 1.0, 0.0 if c is None else 1.0, kernel) is NotImplemented:
         out_rows.copy_(_compute(rows, weight.mT, kernel))  # CPU tensors; or a dtype _compute refuses, raising
-    if bias is not None:
-        out_rows.add_(bias)
+        if bias is not None:
+            out_rows.add_(bias)
     return out
 
 
