@@ -163,8 +163,8 @@ def row(case, kind, times, baseline="torch", subject="fastsgemm"):
     return made
 
 
-def eager_rows(rounds):
-    rows = []
+def eager_rows(rounds, rows):
+    """Appends the eager cases' results to rows, each as it is measured."""
     for batch in INFERENCE_BATCHES:
         theirs = torch.nn.Linear(1024, 1024, device="cuda")
         ours = to_fastsgemm(theirs)
@@ -195,11 +195,11 @@ def eager_rows(rounds):
     times = compare({"torch": backward_step(model, x), "fastsgemm": backward_step(swapped(model, to_fastsgemm), x)},
                     10, rounds)
     rows.append(row("MLP block 1024->4096->1024, GELU, on (8, 512, 1024)", "forward and backward, per step", times))
-    return rows
 
 
-def compiled_rows(rounds):
-    rows = []
+
+def compiled_rows(rounds, rows):
+    """Appends the compiled cases' results to rows, each as it is measured."""
     for mode in ("default", "reduce-overhead"):
         def compiled(model):
             return torch.compile(model, mode=None if mode == "default" else mode)
@@ -221,7 +221,7 @@ def compiled_rows(rounds):
                 "fastsgemm": backward_step(compiled(to_fastsgemm(layer)), x, graphs)}
         rows.append(row("Linear 256->256 on (64, 256)", f"forward and backward, compiled ({mode})",
                         compare(runs, 200, rounds, warmup=5)))
-    return rows
+
 
 
 def main():
@@ -233,10 +233,14 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     print(f"fastsgemm.torch from {fst.__file__}; {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    rows = eager_rows(args.rounds)
-    if args.compile:
-        rows += compiled_rows(args.rounds)
-    if args.out:
+    rows = []
+    try:
+        eager_rows(args.rounds, rows)
+        if args.compile:
+            compiled_rows(args.rounds, rows)
+    except KeyboardInterrupt:  # a run cut short (timeout -s INT) keeps the cases it finished: eager_rows' at least
+        print("interrupted: writing what was measured", flush=True)
+    if args.out and rows:
         # FASTSGEMM_GIT_COMMIT where the tree's copy of .git is older than the tree (the device tool's copies).
         commit = os.environ.get("FASTSGEMM_GIT_COMMIT") or subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
