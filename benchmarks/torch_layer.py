@@ -197,7 +197,6 @@ def eager_rows(rounds, rows):
     rows.append(row("MLP block 1024->4096->1024, GELU, on (8, 512, 1024)", "forward and backward, per step", times))
 
 
-
 def compiled_rows(rounds, rows):
     """Appends the compiled cases' results to rows, each as it is measured."""
     for mode in ("default", "reduce-overhead"):
@@ -221,7 +220,6 @@ def compiled_rows(rounds, rows):
                 "fastsgemm": backward_step(compiled(to_fastsgemm(layer)), x, graphs)}
         rows.append(row("Linear 256->256 on (64, 256)", f"forward and backward, compiled ({mode})",
                         compare(runs, 200, rounds, warmup=5)))
-
 
 
 def main():
