@@ -9,7 +9,9 @@ hold them, and each must be in one at least:
 - the error against float64 as K grows, from benchmarks/results/numerics-h200.json, and the FP32-accurate paths'
   errors by input class, from benchmarks/results/numerics-h100.json;
 - the batched products against torch.matmul, from benchmarks/results/batched-h100.json (benchmarks/batched.py);
-- how much each rung's file differs from the one before, from the rung files themselves (kernels/ladder/).
+- how much each rung's file differs from the one before, from the rung files themselves (kernels/ladder/);
+- fastsgemm.torch.Linear against torch.nn.Linear, from benchmarks/results/torch-layer-h100.json
+  (benchmarks/torch_layer.py).
 
     python benchmarks/readme_tables.py          # rewrite the documents in place
     python benchmarks/readme_tables.py --check  # exit 1 if one is stale
@@ -265,6 +267,30 @@ def batched_table(path=RESULTS.parent / "batched-h100.json"):
     return "\n".join(lines)
 
 
+def torch_table(path=RESULTS.parent / "torch-layer-h100.json"):
+    """fastsgemm.torch.Linear against torch.nn.Linear, per call and per step, eager and compiled, from
+    benchmarks/torch_layer.py."""
+    data = json.loads(path.read_text())
+    meta = data["meta"]
+    lines = [f"{meta['device']}, torch {meta['torch']}, TF32 off: wall clock over a loop with one synchronize at the "
+             f"end, median of {meta['rounds']} rounds with torch and fastsgemm alternated "
+             f"(`benchmarks/results/{path.name}`, `python benchmarks/torch_layer.py`). The ratio is torch's time over "
+             "fastsgemm's: above 1, fastsgemm is faster. The control is torch's own products inside a Python "
+             "`torch.autograd.Function`, as fastsgemm's eager backward is one.", "",
+             "| case | measured | torch | fastsgemm | ratio | control |", "|---|---|---:|---:|---:|---:|"]
+
+    def duration(us):
+        return f"{us:.1f} us" if us < 1000 else f"{us / 1000:.2f} ms"
+
+    for row in data["rows"]:
+        times = row["us"]
+        control = next((v for k, v in times.items() if k not in ("torch", "fastsgemm")), None)
+        control_cell = f"{times['torch'] / control:.2f}x" if control else "-"
+        lines.append(f"| {row['case']} | {row['kind']} | {duration(times['torch'])} | {duration(times['fastsgemm'])} | "
+                     f"{row['ratio']:.2f}x | {control_cell} |")
+    return "\n".join(lines)
+
+
 def diff_lines(old, new):
     """The lines `diff old new` marks (< or >): `diff a b | grep -c '^[<>]'`."""
     import subprocess
@@ -302,7 +328,7 @@ def replace_block(text, name, body):
 
 BLOCKS = {"kernels": kernel_table, "ladder": ladder_table, "auto": auto_table, "per-call": per_call_table,
           "batched": batched_table, "numerics-classes": numerics_classes_table, "numerics": numerics_table,
-          "diffs": diffs_table}
+          "diffs": diffs_table, "torch": torch_table}
 
 
 def render(text):
