@@ -224,8 +224,8 @@ int run_gemm(module_state *st, const kernel_choice *kernel, operand *ops, int co
     cudaError_t err;
     if (rung->device == FSG_DEVICE_CPU) {
         // Host work can take minutes: run in panels so that Ctrl-C stops it (csrc/interruptible.c).
-        if (run_host_gemm_interruptible(rung, kernel->launch, a, b, c, out, (float)alpha, (float)beta, stream,
-                                        &err) < 0) {
+        if (run_host_gemm_interruptible(rung, kernel->launch, &kernel->fill, a, b, c, out, (float)alpha, (float)beta,
+                                        stream, &err) < 0) {
             leave_device(&previous_device);
             return -1;
         }

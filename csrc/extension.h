@@ -210,9 +210,9 @@ int stack_distinct(const fsg_matrix *m, int64_t count, int64_t step);
  * between them (csrc/interruptible.c). Returns 0 with fsg_run_gemm's result in
  * *result, or -1 with the exception a signal handler raised set; out then holds
  * the result in the panels that finished and its old values elsewhere. */
-int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
-                                const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
-                                cudaStream_t stream, cudaError_t *result);
+int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, const fsg_matrix *a,
+                                const fsg_matrix *b, const fsg_matrix *c, const fsg_matrix *out, float alpha,
+                                float beta, cudaStream_t stream, cudaError_t *result);
 
 /* ---- the module's functions defined outside csrc/_sgemm.c ---- */
 

@@ -67,16 +67,16 @@ static int64_t panel_width(int64_t m, int64_t n, int64_t k) {
     return width > kPanelMultiple ? width : kPanelMultiple;
 }
 
-int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const fsg_matrix *a, const fsg_matrix *b,
-                                const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
-                                cudaStream_t stream, cudaError_t *result) {
+int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, const fsg_matrix *a,
+                                const fsg_matrix *b, const fsg_matrix *c, const fsg_matrix *out, float alpha,
+                                float beta, cudaStream_t stream, cudaError_t *result) {
     const int64_t m = out->rows, n = out->cols, k = a->cols;
     const int64_t width = panel_width(m, n, k);
     cudaError_t err = cudaSuccess;
     if (width >= n) {
         // One panel: exactly the call as it always was.
         Py_BEGIN_ALLOW_THREADS
-        err = fsg_run_gemm(rung, launch, &rung->fill, a, b, c, out, alpha, beta, stream);
+        err = fsg_run_gemm(rung, launch, fill, a, b, c, out, alpha, beta, stream);
         Py_END_ALLOW_THREADS
         *result = err;
         return 0;
@@ -110,8 +110,8 @@ int run_host_gemm_interruptible(const fsg_rung *rung, fsg_launcher launch, const
         const fsg_matrix out_panel = columns(out, first, count), b_panel = columns(&b_use, first, count);
         const fsg_matrix c_panel = c != NULL ? columns(&c_use, first, count) : (fsg_matrix){0};
         Py_BEGIN_ALLOW_THREADS
-        err = fsg_run_gemm(rung, launch, &rung->fill, &a_use, &b_panel, c != NULL ? &c_panel : NULL, &out_panel, alpha,
-                           beta, stream);
+        err = fsg_run_gemm(rung, launch, fill, &a_use, &b_panel, c != NULL ? &c_panel : NULL, &out_panel, alpha, beta,
+                           stream);
         Py_END_ALLOW_THREADS
     }
     free(a_copy);

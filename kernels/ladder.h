@@ -103,7 +103,8 @@ typedef enum fsg_device { FSG_DEVICE_CPU = 0, FSG_DEVICE_CUDA = 1 } fsg_device;
  * anyway), so K is cut only as far as one wave of these blocks fills the GPU:
  * fewer, deeper slices, and less of the workspace to sum.
  * short_slice, an engine configuration's alone: a K of any length, from twice
- * short_slice up, is cut the same way, into slices of at least short_slice.
+ * short_slice up, is cut the same way, into slices of at least short_slice
+ * (all but the last, which takes what is left).
  * For thin results (a few rows or columns: a small batch through a layer),
  * whose few blocks would otherwise each walk the whole K while most SMs idle. */
 typedef struct fsg_fill {
