@@ -43,13 +43,13 @@
  * Tile parameters: 128 x 128 x 32 block tile, three 64 KiB stages, one block per SM; blocks
  * walk the output in groups of kGroupRows block rows (engine/pipeline.cuh's
  * start_block) so that the blocks resident together share tiles in L2. The
- * configuration tf32x3:128x64 halves the block's columns (two blocks share
- * each packed tile of B): 128 blocks at 1024^3 instead of 64, for the 132 SMs
- * (1.63x torch.matmul there, against 1.16x; benchmarks/NOTES.md).
+ * engine's configuration tf32x3:128x64 (kernels/engine/tf32x3_128x64.cu)
+ * halves the block's columns (two blocks share each packed tile of B): 128
+ * blocks at 1024^3 instead of 64, for the 132 SMs.
  * Limits: sm_90a only (elsewhere rung 13 runs); a workspace of 2 (m + n) k
  * floats (rounded up to whole tiles) for the duration of the call.
- * Stacks: `tf32x3` and `:128x64` as rung 14 (every product packed in one
- * pass, the product on grid z; rung 13 where this path declines). The
+ * Stacks: as rung 14 (every product packed in one pass, the product on grid
+ * z; rung 13 where this path declines). The
  * engine's `:direct` (kernels/engine/tf32x3_direct.cu) has no pack pass: its
  * producers split raw tiles themselves, every product's output tiles on one
  * persistent grid.
@@ -194,16 +194,6 @@ extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) 
 /* A batch, in each configuration: the products on grid z, every product's operands packed in one pass. */
 extern "C" cudaError_t fsg_tf32x3_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
     return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch<128>, fsg_tf32x3_mma_sgemm);
-}
-
-/* 128 x 64 block tiles: twice the blocks, for problems near 1024^3 whose
- * 128 x 128 tiles leave half the H100's SMs idle. */
-extern "C" cudaError_t fsg_tf32x3_128x64_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32x3_128x64_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-extern "C" cudaError_t fsg_tf32x3_128x64_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch<64>, fsg_tf32x3_mma_sgemm);
 }
 #endif
 

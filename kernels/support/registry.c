@@ -47,7 +47,8 @@ static const fsg_config tf32x3_mma_configs[] = {
 static const fsg_config tf32x3_configs[] = {
     {"128x64", "128 x 64 block tiles: twice the blocks of 128 x 128, for medium problems "
      "(tf32x3_mma where wgmma is not had)",
-     fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_128x64_batch_sgemm},
+     fsg_tf32x3_128x64_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_128x64_batch_sgemm,
+     .source = "kernels/engine/tf32x3_128x64.cu"},
     {"direct", "no pack pass, 128 x 64 tiles: the producer splits A and B into shared memory itself, for a small "
      "result and a long K (tf32x3_mma where wgmma is not had)",
      fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_direct_batch_sgemm,
