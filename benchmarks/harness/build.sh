@@ -8,6 +8,7 @@ nvcc $F -gencode=arch=compute_90a,code=sm_90a -c kernels/ladder/14_tf32.cu -o $O
 nvcc $F -gencode=arch=compute_90a,code=sm_90a -c kernels/ladder/16_tf32x3_regs.cu -o $O/16.o -Xptxas -v 2> $O/16.ptxas &
 nvcc $F -gencode=arch=compute_90a,code=sm_90a -c kernels/engine/tf32x3_direct.cu -o $O/15d.o &
 nvcc $F -gencode=arch=compute_90a,code=sm_90a -c kernels/engine/tf32x3_128x64.cu -o $O/15w.o &
+nvcc $F -gencode=arch=compute_90a,code=sm_90a -c kernels/engine/tf32x3_regs_4steps.cu -o $O/16s.o &
 nvcc $F -gencode=arch=compute_90a,code=sm_90a -c kernels/engine/tf32x3_regs_direct.cu -o $O/16d.o &
 nvcc $F -gencode=arch=compute_90,code=sm_90 -c kernels/ladder/13_tf32x3_mma.cu -o $O/13.o &
 nvcc $F -gencode=arch=compute_90,code=sm_90 -c kernels/ladder/12_tf32_mma.cu -o $O/12.o &

@@ -35,10 +35,10 @@
  * (4steps, 32): within the 232 registers a thread that the block can give, once the fragments' addresses are
  * worked out where they are used (split_fragments).
  *
- * Configurations: 4steps holds the fragments of all four k-steps of a tile
- * at once (one wgmma wait per k-tile, not two); the engine's direct
- * (kernels/engine/tf32x3_regs_direct.cu) has no pack pass at all: rung 15's
- * direct path with only B split by its producers.
+ * The engine's configurations: 4steps (kernels/engine/tf32x3_regs_4steps.cu)
+ * holds the fragments of all four k-steps of a tile at once (one wgmma wait
+ * per k-tile, not two); direct (kernels/engine/tf32x3_regs_direct.cu) has no
+ * pack pass at all: rung 15's direct path with only B split by its producers.
  *
  * Limits: the tensor copy needs A row-major (k contiguous), 16-byte aligned,
  * with lda and a batch's step a multiple of 4 floats. Anything else runs
@@ -307,18 +307,6 @@ extern "C" cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t str
 extern "C" cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
     using fsg::hopper::tf32x3_regs::launch_else_rung15;
     return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_rung15<fsg::hopper::tf32x3_regs::kStepsAtOnce>,
-                                            fsg_tf32x3_mma_sgemm);
-}
-
-/* The fragments of all four k-steps at once: one wgmma wait per k-tile. */
-extern "C" cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32x3_regs_4steps_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-extern "C" cudaError_t fsg_tf32x3_regs_4steps_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch,
-                                                          cudaStream_t stream) {
-    using fsg::hopper::tf32x3_regs::launch_else_rung15;
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_rung15<fsg::hopper::tf32x3_regs::kKSteps>,
                                             fsg_tf32x3_mma_sgemm);
 }
 #endif

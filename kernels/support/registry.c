@@ -62,7 +62,8 @@ static const fsg_config tf32x3_regs_configs[] = {
      .source = "kernels/engine/tf32x3_regs_direct.cu"},
     {"4steps", "A's fragments of all four k-steps of a tile held at once: one wgmma wait per k-tile, not two "
      "(tf32x3 where A cannot be read by tensor copies; tf32x3_mma where wgmma is not had)",
-     fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm},
+     fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm,
+     .source = "kernels/engine/tf32x3_regs_4steps.cu"},
 };
 
 static const fsg_config ozaki_configs[] = {
