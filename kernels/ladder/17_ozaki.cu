@@ -59,8 +59,9 @@
  * Limits: sm_90a; a workspace of about n (M + N) K + n M N bytes per panel;
  * a call whose workspace cannot be had runs tf32x3. Split-K's slices (a
  * small output, a long K) run one after another, each a product of its own.
- * Configurations: the number of moduli (ozaki: 8; ozaki:7: 8 bits fewer, an
- * eighth less work, an error up to 5.6x cuBLAS FP32's, so never auto's).
+ * The engine's configuration ozaki:7 (kernels/engine/ozaki_7.cu) takes seven
+ * moduli: 8 bits fewer, an eighth less work, an error up to 5.6x cuBLAS
+ * FP32's, so never auto's.
  *
  * Stacks: product by product, one call of the whole scheme each (its
  * workspace and passes are a product's).
@@ -682,17 +683,11 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
 }  // namespace hopper
 }  // namespace fsg
 
-// ---- launchers (compiled with this file only) ----
+// ---- launchers (compiled with this file, not where the engine includes it for its code) ----
 #if __INCLUDE_LEVEL__ == 0
 /* Eight moduli: 47-49 bits of the scaled operands between them. tf32x3 where this path cannot run. */
 extern "C" cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::hopper::ozaki::launch<8>,
-                                            fsg_tf32x3_sgemm);
-}
-
-/* Seven moduli: 8 bits fewer, an eighth less work. */
-extern "C" cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::hopper::ozaki::launch<7>,
                                             fsg_tf32x3_sgemm);
 }
 #endif

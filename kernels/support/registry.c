@@ -69,7 +69,8 @@ static const fsg_config tf32x3_regs_configs[] = {
 static const fsg_config ozaki_configs[] = {
     {"7", "seven moduli, not eight: an eighth less INT8 work, 8 bits fewer between the scaled operands, an error "
      "up to 6x cuBLAS FP32's, so never auto's (tf32x3 where INT8 wgmma is not had)",
-     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32"},
+     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32",
+     .source = "kernels/engine/ozaki_7.cu"},
 };
 
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
