@@ -7,7 +7,8 @@
 # returned tuning.json copied into python/fastsgemm/ here, STEPS=suite (the build is kept between calls).
 # Steps (the default is "tune batched suite"): tune (stacks timed for auto's table), batched
 # (benchmarks/batched.py), overhead (python -m fastsgemm.bench --overhead: the per-call table), layouts
-# (benchmarks/stack_layouts.py), suite. Everything it measures or logs lands in $OUT: build.log, tune.log,
+# (benchmarks/stack_layouts.py), torch (tests/test_torch.py, fast_call_cost.py --linear, torch_layer.py --compile),
+# ozaki (benchmarks/ozaki_classes.py), suite. Everything it measures or logs lands in $OUT: build.log, tune.log,
 # tuning.json (this GPU's entry with what was timed merged in), batched.json, overhead.json, stack-layouts.json,
 # suite-1.log, suite-2.log; the benchmarks' own output goes to the standard output (run.log). With run.log that
 # is nine files where every step runs, and the device tool returns eight: leave a step to a second call.
@@ -30,8 +31,8 @@ steps=" ${STEPS:-tune batched suite} "
 wants() { [[ $steps == *" $1 "* ]]; }
 for step in $steps; do
     case "$step" in
-        tune|batched|overhead|layouts|suite) ;;
-        *) echo "STEPS: no step named '$step' (tune, batched, overhead, layouts, suite)" >&2; exit 1 ;;
+        tune|batched|overhead|layouts|torch|ozaki|suite) ;;
+        *) echo "STEPS: no step named '$step' (tune, batched, overhead, layouts, torch, ozaki, suite)" >&2; exit 1 ;;
     esac
 done
 
@@ -82,10 +83,27 @@ layouts() {
     CUDA_VISIBLE_DEVICES=0 python3 benchmarks/stack_layouts.py --out "$OUT/stack-layouts.json" 2>&1
 }
 
+# fastsgemm.torch (issue 48): its tests, the no-grad Linear taken apart, and torch_layer.py eager and compiled
+# (torch-layer.json: copy it to benchmarks/results/torch-layer-h100.json from an H100 run, then readme_tables.py).
+torch() {
+    CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -p no:cacheprovider tests/test_torch.py >"$OUT/test-torch.log" 2>&1
+    local status=$?
+    echo "tests/test_torch.py: $(tail -1 "$OUT/test-torch.log")"
+    CUDA_VISIBLE_DEVICES=0 python3 benchmarks/fast_call_cost.py --linear 2>&1 || status=1
+    CUDA_VISIBLE_DEVICES=0 timeout -s INT 300 python3 benchmarks/torch_layer.py --compile --out "$OUT/torch-layer.json" \
+        2>&1 | grep -v "Warning\|warnings.warn" || status=1
+    return "$status"
+}
+
+# ozaki on every input class of issue 47 at 4096^3 and 16384^3 (a few minutes; ozaki-classes.json).
+ozaki() {
+    CUDA_VISIBLE_DEVICES=0 timeout -s INT 480 python3 benchmarks/ozaki_classes.py --out "$OUT/ozaki-classes.json" 2>&1
+}
+
 # The benchmarks STEPS names, in turn on GPU 0, each timed.
 measure() {
     local step start status=0
-    for step in batched overhead layouts; do
+    for step in batched overhead layouts torch ozaki; do
         wants "$step" || continue
         start=$(date +%s)
         "$step" || status=1
