@@ -226,8 +226,7 @@ inline cudaError_t launch_else_packed(const fsg_gemm *g, const fsg_batch &batch,
 }  // namespace hopper
 }  // namespace fsg
 
-// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launchers ----
 extern "C" cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg_tf32_tma_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
 }
@@ -237,6 +236,5 @@ extern "C" cudaError_t fsg_tf32_tma_batch_sgemm(const fsg_gemm *g, const fsg_bat
     return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32_tma::launch_else_packed,
                                             fsg_tf32_mma_sgemm);
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_20_TF32_TMA */
