@@ -4,10 +4,43 @@
  * (SlidingTile, below), not by recomputing their indices and bounds: 87 instructions per tile beside the 648 of
  * its 8 k-steps become 62, and the kernel runs 5% faster than the lesson's (benchmarks/NOTES.md). An
  * address-arithmetic trick rather than a step of the ladder: the rungs after 6 load in 128-bit pieces instead.
+ * The tile parameters and rung 4's block order are the lesson's, copied here (the engine's own, in namespace
+ * fsg::engine): the lesson is whole and includes nothing, and nothing includes it.
  */
-#include "ladder/06_tile2d.cu"  // the tile parameters, load_tile's element order, the block order, the epilogue
+#include "common.cuh"
 
 namespace fsg {
+namespace engine {
+
+// ---- the lesson's tile parameters ----
+namespace tile2d {
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+// Two blocks per SM with 32-bit indices (128 registers, no spills), one with 64-bit (rung 6's header says why).
+template <typename Index>
+constexpr int kMinBlocksPerSM = sizeof(Index) == 4 ? 2 : 1;
+}  // namespace tile2d
+
+// ---- rung 4's block order ----
+/* The output tile a block computes: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups of `group`
+ * tile rows, column by column inside a group (the last group may have fewer rows). */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* This block's tile: the 2-D launch grid numbered row by row, then grouped by kGroupTileRows tile rows. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (the registry's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
 
 /* load_tile for the tiles a block reads one after another along k: the A
  * tiles (row0 .. +ROWS, k0 .. +COLS) slide right, the B tiles (k0 .. +ROWS,
@@ -127,9 +160,10 @@ inline cudaError_t launch_walked(const fsg_gemm *g, cudaStream_t stream) {
 }
 
 }  // namespace tile2d
+}  // namespace engine
 }  // namespace fsg
 
 // ---- launcher ----
 extern "C" cudaError_t fsg_tile2d_walked_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::tile2d::launch_walked(g, stream);
+    return fsg::engine::tile2d::launch_walked(g, stream);
 }

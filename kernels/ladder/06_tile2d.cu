@@ -146,8 +146,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSM<Index>) tile2d_sgemm
 }  // namespace tile2d
 }  // namespace fsg
 
-// ---- launchers (compiled with this file, not where the engine includes it for its kernel) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg;
     using namespace fsg::tile2d;
@@ -157,6 +156,5 @@ extern "C" cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream) 
             <<<grid, kThreads, 0, stream>>>(*g);
     });
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_06_TILE2D */
