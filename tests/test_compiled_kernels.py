@@ -159,9 +159,8 @@ def test_no_launcher_is_defined_twice(compiled):
     assert where and not twice, twice
 
 
-def kernels_in_more_than_one_object(compiled, hopper):
-    """{kernel: [objects]} for the kernels compiled into more than one of the objects built for sm_90a (hopper) or
-    for the default targets (not hopper)."""
+def kernels_by_object(compiled, hopper):
+    """{kernel: [objects]} over the objects built for sm_90a (hopper) or for the default targets (not hopper)."""
     assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
     sources = {k.name: k.source for k in CUDA_RUNGS} | {s: s for s in ENGINE_SOURCES}
     where = {}
@@ -172,7 +171,13 @@ def kernels_in_more_than_one_object(compiled, hopper):
         for kernel in set(re.findall(r"Function : (\S+)", dump)):
             where.setdefault(kernel, []).append(name)
     assert where, "no kernels listed"
-    return {kernel: files for kernel, files in where.items() if len(files) > 1}
+    return where
+
+
+def kernels_in_more_than_one_object(compiled, hopper):
+    """{kernel: [objects]} for the kernels compiled into more than one of the objects built for sm_90a (hopper) or
+    for the default targets (not hopper)."""
+    return {kernel: files for kernel, files in kernels_by_object(compiled, hopper).items() if len(files) > 1}
 
 
 def test_no_kernel_is_compiled_into_two_objects(compiled):
@@ -181,6 +186,15 @@ def test_no_kernel_is_compiled_into_two_objects(compiled):
     would compile that kernel into every later rung that includes the lesson."""
     twice = kernels_in_more_than_one_object(compiled, hopper=False)
     assert not twice, f"{len(twice)} kernels in more than one object, e.g. {list(twice.items())[:3]}"
+
+
+def test_no_kernel_is_compiled_for_both_targets(compiled):
+    """No kernel is compiled both into an object for the default targets and into one for sm_90a: an sm_90a file
+    that includes a lesson built for the default targets (rung 14 includes rung 13) must not instantiate the
+    lesson's kernels again. The two checks above each look within one group of objects; this one across them."""
+    default, hopper = kernels_by_object(compiled, hopper=False), kernels_by_object(compiled, hopper=True)
+    both = {kernel: default[kernel] + hopper[kernel] for kernel in default.keys() & hopper.keys()}
+    assert not both, f"{len(both)} kernels in objects of both targets, e.g. {list(both.items())[:3]}"
 
 
 @pytest.mark.xfail(strict=True, reason="issue 46: the wgmma rungs include the rungs before them, and kernels "
