@@ -9,6 +9,7 @@
 #define FASTSGEMM_ENGINE_PIPELINE_CUH
 
 #include "engine/ptx.cuh"
+#include "engine/tile_order.cuh"
 
 namespace fsg {
 namespace hopper {
@@ -24,18 +25,9 @@ constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int kGroupRows = 8;
 
-/* The order in which blocks (or a persistent block's work items) take the output tiles: rung 4's lesson, kept
- * here in the engine's own copy. Item `id` walks the tiles in groups of `group` tile rows, column by column
- * inside a group (the last group may have fewer rows), so that blocks running at once share rows of A and
- * columns of B in L2. */
-struct TileCoord {
-    int row, col;
-};
-__host__ __device__ inline TileCoord grouped_tile(int id, int tiles_m, int tiles_n, int group) {
-    const int per_group = group * tiles_n, first = id / per_group * group;
-    const int rows = tiles_m - first < group ? tiles_m - first : group;
-    return {first + id % per_group % rows, id % per_group / rows};
-}
+// The order in which blocks, or a persistent block's work items, take the output tiles (engine/tile_order.cuh).
+using engine::grouped_tile;
+using engine::TileCoord;
 
 /* Dynamic shared memory of a pipeline: its stages, then a full and an empty barrier per stage. */
 constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
@@ -102,7 +94,7 @@ __device__ __forceinline__ StageRing start_ring(float4 *smem) {
 template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
 __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
     const StageRing ring = start_ring<STAGES, STAGE_FLOATS, PRODUCERS>(smem);
-    const TileCoord tile = grouped_tile(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
+    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
     return {ring.stages, ring.full, ring.empty, tile.row, tile.col};
 }
 
@@ -115,7 +107,7 @@ struct WorkItem {
 };
 __device__ __forceinline__ WorkItem work_item(int64_t item, int tiles_m, int tiles_n) {
     const int64_t per_product = (int64_t)tiles_m * tiles_n, z = item / per_product;
-    const TileCoord tile = grouped_tile((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
+    const TileCoord tile = grouped_tile<int>((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
     return {z, tile.row, tile.col};
 }
 

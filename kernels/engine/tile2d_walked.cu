@@ -4,10 +4,12 @@
  * (SlidingTile, below), not by recomputing their indices and bounds: 87 instructions per tile beside the 648 of
  * its 8 k-steps become 62, and the kernel runs 5% faster than the lesson's (benchmarks/NOTES.md). An
  * address-arithmetic trick rather than a step of the ladder: the rungs after 6 load in 128-bit pieces instead.
- * The tile parameters and rung 4's block order are the lesson's, copied here (the engine's own, in namespace
- * fsg::engine): the lesson is whole and includes nothing, and nothing includes it.
+ * The tile parameters are the lesson's, copied here (the engine's own, in namespace fsg::engine), and rung 4's
+ * block order is the engine's (engine/tile_order.cuh): the lesson is whole and includes nothing, and nothing
+ * includes it.
  */
 #include "common.cuh"
+#include "engine/tile_order.cuh"  // rung 4's block order
 
 namespace fsg {
 namespace engine {
@@ -21,19 +23,7 @@ template <typename Index>
 constexpr int kMinBlocksPerSM = sizeof(Index) == 4 ? 2 : 1;
 }  // namespace tile2d
 
-// ---- rung 4's block order ----
-/* The output tile a block computes: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups of `group`
- * tile rows, column by column inside a group (the last group may have fewer rows). */
-struct TileCoord {
-    int row, col;
-};
-template <typename Int>
-__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
-    const Int per_group = group * tiles_n, first = id / per_group * group;
-    const Int rows = tiles_m - first < group ? tiles_m - first : group;
-    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
-}
-
+// ---- rung 4's block order (engine/tile_order.cuh) ----
 /* This block's tile: the 2-D launch grid numbered row by row, then grouped by kGroupTileRows tile rows. */
 constexpr unsigned kGroupTileRows = 16;
 __device__ __forceinline__ TileCoord grouped_block_tile() {
