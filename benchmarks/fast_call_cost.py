@@ -10,9 +10,9 @@ host-bound, and then the figure is the host's cost per call. The GPU time of one
 same loop) is printed beside it, so the two can be told apart.
 
 --linear: instead, a Linear 1024 -> 1024 with a bias under torch.no_grad() at batch 1, 8 and 64, taken apart: the
-layer's forward (torch.nn.Linear's and fastsgemm.torch.Linear's), fastsgemm.torch's _linear_out, the C fast path
-with the bias as C (a row stride of zero) and with the bias added afterwards, and torch.addmm, each into a
-preallocated result where it takes one.
+layer's forward (torch.nn.Linear's and fastsgemm.torch.Linear's), fastsgemm.torch's _linear_out, the C call it
+makes (linear_fast: the result made and the bias broadcast in C), sgemm_fast with the bias as C (a row stride of
+zero) and with the bias added afterwards, and torch.addmm, each into a preallocated result where it takes one.
 """
 from __future__ import annotations
 
@@ -69,8 +69,11 @@ def linear(calls):
         def separate():
             _sgemm.sgemm_fast(x, w.mT, None, out, 1.0, 0.0, "auto")
             out.add_(b)
+        def linear_fast():
+            if _sgemm.linear_fast(x, w, b, "auto") is NotImplemented:
+                raise RuntimeError("linear_fast did not take a plain CUDA Linear")
         runs = {"torch.nn.Linear": lambda: theirs(x), "fastsgemm.torch.Linear": lambda: ours(x),
-                "_linear_out": lambda: fst._linear_out(x, w, b, "auto"),
+                "_linear_out": lambda: fst._linear_out(x, w, b, "auto"), "linear_fast": linear_fast,
                 "sgemm_fast, bias as C": lambda: _sgemm.sgemm_fast(x, w.mT, c, out, 1.0, 1.0, "auto"),
                 "sgemm_fast, then add_": separate,
                 "sgemm_fast, no bias": lambda: _sgemm.sgemm_fast(x, w.mT, None, out, 1.0, 0.0, "auto"),

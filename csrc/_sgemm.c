@@ -517,6 +517,9 @@ static PyMethodDef module_methods[] = {
     {"matmul_fast", (PyCFunction)(void (*)(void))matmul_fast, METH_FASTCALL,
      "matmul_fast(A, B, out, kernel): fastsgemm.matmul on 2-D and 3-D torch tensors and CuPy arrays in one C call, "
      "or NotImplemented"},
+    {"linear_fast", (PyCFunction)(void (*)(void))linear_fast, METH_FASTCALL,
+     "linear_fast(input, weight, bias, kernel): fastsgemm.torch.Linear's input @ weight^T + bias on torch CUDA "
+     "tensors in one C call (the bias as the product's C) -> a new tensor, or NotImplemented where Python must run"},
     {"sgemm_fast", (PyCFunction)(void (*)(void))sgemm_fast, METH_FASTCALL,
      "sgemm_fast(A, B, C, out, alpha, beta, kernel) -> result, or NotImplemented where the general path must run"},
     {"register_fast_path", (PyCFunction)(void (*)(void))register_fast_path, METH_FASTCALL,

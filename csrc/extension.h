@@ -231,6 +231,7 @@ void fast_state_clear(fast_state *fs);
 PyObject *register_fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *linear_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *forget_auto_choices(PyObject *module, PyObject *unused);
 
 /* kernel="auto" for a stack of `count` m x n x k products (1: one product)

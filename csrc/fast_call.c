@@ -252,13 +252,14 @@ static int extent_checked(module_state *st, const operand *op, const stack_shape
     return device == op->device;
 }
 
-/* A stack of stack->rank 2 (a matrix) or, where max_rank is 3, 3 dimensions. */
-static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank, stack_shape *stack) {
-    fast_state *fs = &st->fast;
+/* What the fast path reads of a float32 CUDA tensor that autograd does not record: its device, the address of its
+ * first element (4-byte aligned), and new references to its shape and strides (tuples of one length). 0, or 1
+ * (not for the fast path, no exception set, nothing to release). */
+static int read_torch_header(fast_state *fs, PyObject *obj, int64_t *device_index, int64_t *address,
+                             PyObject **shape, PyObject **stride) {
     int status = 1;
-    PyObject *dtype = NULL, *is_cuda = NULL, *device = NULL, *shape = NULL, *stride = NULL, *ptr = NULL;
-    PyObject *requires_grad = NULL, *recording = NULL;
-    int64_t device_index, rows, cols, rs, cs, address, count, step;
+    PyObject *dtype = NULL, *is_cuda = NULL, *device = NULL, *ptr = NULL, *requires_grad = NULL, *recording = NULL;
+    *shape = *stride = NULL;
     dtype = PyObject_GetAttr(obj, fs->s_dtype);
     if (dtype != fs->torch_float32) goto done;
     // A tensor that autograd would record (requires_grad, grad mode on) is the general path's: it gives the
@@ -272,12 +273,37 @@ static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank
     is_cuda = PyObject_GetAttr(obj, fs->s_is_cuda);
     if (is_cuda != Py_True) goto done;
     device = PyObject_CallMethodNoArgs(obj, fs->s_get_device);
-    shape = PyObject_GetAttr(obj, fs->s_shape);
-    stride = PyObject_CallMethodNoArgs(obj, fs->s_stride);
+    *shape = PyObject_GetAttr(obj, fs->s_shape);
+    *stride = PyObject_CallMethodNoArgs(obj, fs->s_stride);
     ptr = PyObject_CallMethodNoArgs(obj, fs->s_data_ptr);
-    if (long_of(device, &device_index) || stack_of(shape, max_rank, &count, &rows, &cols) ||
-        stack_of(stride, max_rank, &step, &rs, &cs) || PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(stride) ||
-        long_of(ptr, &address) || address % (int64_t)sizeof(float) != 0 || rows < 0 || cols < 0)
+    if (long_of(device, device_index) || long_of(ptr, address) || *address % (int64_t)sizeof(float) != 0 ||
+        *shape == NULL || *stride == NULL || !PyTuple_Check(*shape) || !PyTuple_Check(*stride) ||
+        PyTuple_GET_SIZE(*shape) != PyTuple_GET_SIZE(*stride))
+        goto done;
+    status = 0;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();  // whatever went wrong, the general path will say it properly
+    if (status != 0) {
+        Py_CLEAR(*shape);
+        Py_CLEAR(*stride);
+    }
+    Py_XDECREF(dtype);
+    Py_XDECREF(requires_grad);
+    Py_XDECREF(recording);
+    Py_XDECREF(is_cuda);
+    Py_XDECREF(device);
+    Py_XDECREF(ptr);
+    return status;
+}
+
+/* A stack of stack->rank 2 (a matrix) or, where max_rank is 3, 3 dimensions. */
+static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank, stack_shape *stack) {
+    PyObject *shape, *stride;
+    int64_t device_index, rows, cols, rs, cs, address, count, step;
+    if (read_torch_header(&st->fast, obj, &device_index, &address, &shape, &stride)) return 1;
+    int status = 1;
+    if (stack_of(shape, max_rank, &count, &rows, &cols) || stack_of(stride, max_rank, &step, &rs, &cs) || rows < 0 ||
+        cols < 0)
         goto done;
     *stack = count < 0 ? (stack_shape){2, 1, 0} : (stack_shape){3, count, step};
     set_device_matrix(op, address, rows, cols, rs, cs, (int)device_index);
@@ -286,16 +312,41 @@ static int read_torch(module_state *st, PyObject *obj, operand *op, int max_rank
     if (!extent_checked(st, op, stack)) goto done;
     status = 0;
 done:
-    if (PyErr_Occurred()) PyErr_Clear();  // whatever went wrong, the general path will say it properly
-    Py_XDECREF(dtype);
-    Py_XDECREF(requires_grad);
-    Py_XDECREF(recording);
-    Py_XDECREF(is_cuda);
-    Py_XDECREF(device);
-    Py_XDECREF(shape);
-    Py_XDECREF(stride);
-    Py_XDECREF(ptr);
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(shape);
+    Py_DECREF(stride);
     return status;
+}
+
+/* A 1-D tensor of n elements read as the rows x n matrix whose every row it is (a row stride of zero): a bias. */
+static int read_torch_row(module_state *st, PyObject *obj, int64_t rows, int64_t n, operand *op) {
+    PyObject *shape, *stride;
+    int64_t device_index, address, length, step;
+    if (read_torch_header(&st->fast, obj, &device_index, &address, &shape, &stride)) return 1;
+    int status = 1;
+    if (PyTuple_GET_SIZE(shape) != 1 || long_of(PyTuple_GET_ITEM(shape, 0), &length) ||
+        long_of(PyTuple_GET_ITEM(stride, 0), &step) || length != n)
+        goto done;
+    set_device_matrix(op, address, rows, n, 0, step, (int)device_index);
+    const stack_shape matrix = {2, 1, 0};
+    if (!extent_checked(st, op, &matrix)) goto done;
+    status = 0;
+done:
+    if (PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(shape);
+    Py_DECREF(stride);
+    return status;
+}
+
+/* A 2-D or 3-D read (read_torch) as one matrix of its rows, end to end, where its strides let them be: a
+ * (count, rows, cols) stack whose matrices follow each other row after row. 0, or 1 where they do not. */
+static int merge_rows(operand *op, const stack_shape *stack) {
+    if (stack->rank == 2 || stack->count == 1) return 0;
+    fsg_matrix *m = &op->mat;
+    if (m->rows == 1) m->rs = stack->step;  // one row a matrix: the rows are the stack's
+    else if (stack->step != m->rows * m->rs) return 1;
+    m->rows *= stack->count;
+    return 0;
 }
 
 static int read_cupy(module_state *st, PyObject *obj, operand *op, int max_rank, stack_shape *stack) {
@@ -782,6 +833,82 @@ error:
 cleanup:
     Py_XDECREF(result);
     for (int i = 0; i < 3; ++i)
+        if (have[i]) release_operand(&ops[i]);
+    return answer;
+}
+
+/* ---- linear_fast(input, weight, bias, kernel): fastsgemm.torch.Linear's product ---- */
+
+/* input @ weight^T + bias for torch CUDA tensors that autograd does not record, in one C call: input of 2 or 3
+ * dimensions whose rows are one matrix (merge_rows), weight an out x in matrix read transposed in place, bias a
+ * 1-D tensor of `out` elements or None. The result is a new tensor of input's leading shape and `out` columns
+ * (never a view), written by one product whose C is the bias, every row the same (a row stride of zero), with
+ * beta = 1: each element is the product plus the bias rounded once, as adding the bias afterwards gives.
+ * Anything else (host tensors, more dimensions, rows that do not merge, an empty K, shapes that disagree)
+ * returns NotImplemented before anything is enqueued, and python/fastsgemm/torch.py takes the call. */
+PyObject *linear_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "linear_fast(input, weight, bias, kernel) takes 4 arguments");
+        return NULL;
+    }
+    if (forked_child()) Py_RETURN_NOTIMPLEMENTED;  // as in sgemm_fast
+    module_state *st = get_state(module);
+    fast_state *fs = &st->fast;
+    PyObject *input = args[0], *weight = args[1], *bias = args[2], *result = NULL, *answer = NULL;
+    operand ops[4]; /* a, b, out, c: run_gemm's order */
+    int have[4] = {0, 0, 0, 0};
+    stack_shape in_stack, weight_stack, out_stack;
+    if (!PyUnicode_Check(args[3]) || kind_of(fs, input) != KIND_TORCH || kind_of(fs, weight) != KIND_TORCH ||
+        (bias != Py_None && kind_of(fs, bias) != KIND_TORCH))
+        goto fallback;
+    if (read_torch(st, input, &ops[0], 3, &in_stack)) goto fallback;
+    have[0] = 1;
+    if (read_torch(st, weight, &ops[1], 2, &weight_stack)) goto fallback;
+    have[1] = 1;
+    const int64_t count = in_stack.rank == 3 ? in_stack.count : -1, rows = ops[0].mat.rows;
+    if (merge_rows(&ops[0], &in_stack)) goto fallback;
+    // weight^T: weight's (out, in) read as (in, out), in place.
+    fsg_matrix *w = &ops[1].mat;
+    *w = (fsg_matrix){.ptr = w->ptr, .rows = w->cols, .cols = w->rows, .rs = w->cs, .cs = w->rs, .side = w->side};
+    const int64_t m = ops[0].mat.rows, k = ops[0].mat.cols, n = w->cols;
+    const int device = ops[0].device;
+    if (w->rows != k || k == 0 || ops[1].device != device) goto fallback;
+    if (bias != Py_None) {
+        if (read_torch_row(st, bias, m, n, &ops[3]) || ops[3].device != device) goto fallback;
+        have[3] = 1;
+    }
+
+    kernel_choice kernel;
+    int status = fast_kernel(fs, args[3], device, m, n, k, 1, &kernel);
+    if (status > 0) goto fallback;
+    if (status < 0) goto error;
+    cudaStream_t stream;
+    status = fast_stream(fs, KIND_TORCH, device, NULL, &stream);
+    if (status > 0) goto fallback;
+    if (status < 0) goto error;
+
+    // From here on the call is the fast path's: errors are raised, not handed on.
+    result = new_result(st, KIND_TORCH, input, device, count, rows, n, Py_None);
+    if (result == NULL) goto error;
+    if (read_torch(st, result, &ops[2], 3, &out_stack) || merge_rows(&ops[2], &out_stack)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "fast path: cannot read the result it made");
+        goto error;
+    }
+    have[2] = 1;
+    if (m > 0 && n > 0 && run_gemm(st, &kernel, ops, have[3] ? 4 : 3, 1.0, have[3] ? 1.0 : 0.0, stream) < 0)
+        goto error;
+    answer = result;
+    result = NULL;
+    goto cleanup;
+
+fallback:
+    answer = Py_NewRef(Py_NotImplemented);
+    goto cleanup;
+error:
+    answer = NULL;
+cleanup:
+    Py_XDECREF(result);
+    for (int i = 0; i < 4; ++i)
         if (have[i]) release_operand(&ops[i]);
     return answer;
 }

@@ -351,6 +351,39 @@ def test_linear_fast_path_gives_the_generic_paths_numbers(device, kernel, shape,
     assert inferred.grad_fn is None and inferred._base is None and torch.equal(inferred, fast[0])
 
 
+def layouts_of_inputs(device):
+    """Inputs of a 24 -> 16 layer in the layouts a model hands one: contiguous rows and stacks, a transposed matrix,
+    a stack of single rows (their own stride), a stack of one, a column slice whose rows still merge, slices and a
+    permuted stack whose rows do not, four dimensions, and empty batches."""
+    g = torch.Generator(device=device).manual_seed(11)
+    x = lambda *shape: torch.randn(*shape, device=device, generator=g)  # noqa: E731
+    return {"rows": x(37, 24), "stack": x(3, 37, 24), "transposed": x(24, 37).mT, "single rows": x(5, 3, 24)[:, :1],
+            "stack of one": x(1, 37, 24), "column slice": x(3, 37, 30)[:, :, 3:27], "row slice": x(3, 40, 24)[:, 2:39],
+            "strided stack": x(6, 37, 24)[::2], "rows that do not merge": x(37, 3, 24).transpose(0, 1),
+            "four dimensions": x(2, 3, 5, 24), "empty": x(0, 24), "empty stack": x(3, 0, 24)}
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+def test_linear_inference_in_every_layout(device, kernel, bias):
+    """Under no_grad the layer writes input @ weight^T + bias into a new tensor in one call where it can (CUDA rows
+    that merge into one matrix) and through Python otherwise: in every layout, the generic path's bits, a tensor of
+    its own of the input's leading shape, and FP32-accurate against float64."""
+    torch.manual_seed(12)
+    layer = fst.Linear(24, 16, bias=bias, device=device, kernel=kernel)
+    for name, x in layouts_of_inputs(device).items():
+        with torch.no_grad():
+            ours = layer(x)
+            with Passthrough():
+                generic = layer(x)
+        assert ours.shape == (*x.shape[:-1], 16) and ours._base is None and ours.is_contiguous(), name
+        assert torch.equal(ours, generic), name
+        if ours.numel():
+            want = torch.nn.functional.linear(x.double(), layer.weight.double(),
+                                              layer.bias.double() if bias else None)
+            assert relative_error(ours, want) <= FP32_TOLERANCE, name
+
+
 @pytest.mark.parametrize("device, kernel", devices())
 def test_linear_is_traced_by_torch_fx(device, kernel):
     """torch.fx.symbolic_trace passes proxies, not tensors: the layer records the generic path's operator."""

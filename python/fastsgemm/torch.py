@@ -259,7 +259,11 @@ def _linear_out(input: torch.Tensor, weight: torch.Tensor, bias, kernel: str) ->
     """input @ weight^T + bias where autograd records nothing, as a new tensor of input's leading shape (never a
     view, as torch.nn.Linear's result is not), written by one call of the C fast path: the bias is its C, every
     row the same (a row stride of zero), with beta = 1, so each element is the product plus the bias rounded
-    once, as adding it afterwards gives."""
+    once, as adding it afterwards gives. CUDA inputs of 2 or 3 dimensions take _sgemm.linear_fast, which also
+    makes the result and the bias's broadcast in C; the rest the same product through sgemm_fast."""
+    result = _sgemm.linear_fast(input, weight, bias, kernel)
+    if result is not NotImplemented:
+        return result
     out = input.new_empty((*input.shape[:-1], weight.shape[0]))
     rows, out_rows = _rows(input), _rows(out)
     c = bias.expand(out_rows.shape) if bias is not None else None
