@@ -272,13 +272,14 @@ static int read_torch_header(fast_state *fs, PyObject *obj, int64_t *device_inde
     }
     is_cuda = PyObject_GetAttr(obj, fs->s_is_cuda);
     if (is_cuda != Py_True) goto done;
-    device = PyObject_CallMethodNoArgs(obj, fs->s_get_device);
-    *shape = PyObject_GetAttr(obj, fs->s_shape);
-    *stride = PyObject_CallMethodNoArgs(obj, fs->s_stride);
-    ptr = PyObject_CallMethodNoArgs(obj, fs->s_data_ptr);
+    // Each call only after the one before succeeded: none runs with an exception set.
+    if ((device = PyObject_CallMethodNoArgs(obj, fs->s_get_device)) == NULL ||
+        (*shape = PyObject_GetAttr(obj, fs->s_shape)) == NULL ||
+        (*stride = PyObject_CallMethodNoArgs(obj, fs->s_stride)) == NULL ||
+        (ptr = PyObject_CallMethodNoArgs(obj, fs->s_data_ptr)) == NULL)
+        goto done;
     if (long_of(device, device_index) || long_of(ptr, address) || *address % (int64_t)sizeof(float) != 0 ||
-        *shape == NULL || *stride == NULL || !PyTuple_Check(*shape) || !PyTuple_Check(*stride) ||
-        PyTuple_GET_SIZE(*shape) != PyTuple_GET_SIZE(*stride))
+        !PyTuple_Check(*shape) || !PyTuple_Check(*stride) || PyTuple_GET_SIZE(*shape) != PyTuple_GET_SIZE(*stride))
         goto done;
     status = 0;
 done:
@@ -339,11 +340,13 @@ done:
 }
 
 /* A 2-D or 3-D read (read_torch) as one matrix of its rows, end to end, where its strides let them be: a
- * (count, rows, cols) stack whose matrices follow each other row after row. 0, or 1 where they do not. */
+ * (count, rows, cols) stack whose matrices follow each other row after row, as torch's view(-1, cols) merges
+ * them (an empty stack always merges). 0, or 1 where they do not. */
 static int merge_rows(operand *op, const stack_shape *stack) {
     if (stack->rank == 2 || stack->count == 1) return 0;
     fsg_matrix *m = &op->mat;
-    if (m->rows == 1) m->rs = stack->step;  // one row a matrix: the rows are the stack's
+    if (m->rows == 0 || stack->count == 0) m->rows = 0;  // no element: nothing to read, whatever the strides
+    else if (m->rows == 1) m->rs = stack->step;           // one row a matrix: the rows are the stack's
     else if (stack->step != m->rows * m->rs) return 1;
     m->rows *= stack->count;
     return 0;
@@ -878,14 +881,18 @@ PyObject *linear_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         have[3] = 1;
     }
 
+    // An empty result is made and returned: no kernel, no stream.
+    const bool work = m > 0 && n > 0;
     kernel_choice kernel;
-    int status = fast_kernel(fs, args[3], device, m, n, k, 1, &kernel);
-    if (status > 0) goto fallback;
-    if (status < 0) goto error;
-    cudaStream_t stream;
-    status = fast_stream(fs, KIND_TORCH, device, NULL, &stream);
-    if (status > 0) goto fallback;
-    if (status < 0) goto error;
+    cudaStream_t stream = NULL;
+    if (work) {
+        int status = fast_kernel(fs, args[3], device, m, n, k, 1, &kernel);
+        if (status > 0) goto fallback;
+        if (status < 0) goto error;
+        status = fast_stream(fs, KIND_TORCH, device, NULL, &stream);
+        if (status > 0) goto fallback;
+        if (status < 0) goto error;
+    }
 
     // From here on the call is the fast path's: errors are raised, not handed on.
     result = new_result(st, KIND_TORCH, input, device, count, rows, n, Py_None);
@@ -895,8 +902,7 @@ PyObject *linear_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     }
     have[2] = 1;
-    if (m > 0 && n > 0 && run_gemm(st, &kernel, ops, have[3] ? 4 : 3, 1.0, have[3] ? 1.0 : 0.0, stream) < 0)
-        goto error;
+    if (work && run_gemm(st, &kernel, ops, have[3] ? 4 : 3, 1.0, have[3] ? 1.0 : 0.0, stream) < 0) goto error;
     answer = result;
     result = NULL;
     goto cleanup;

@@ -357,10 +357,18 @@ def layouts_of_inputs(device):
     permuted stack whose rows do not, four dimensions, and empty batches."""
     g = torch.Generator(device=device).manual_seed(11)
     x = lambda *shape: torch.randn(*shape, device=device, generator=g)  # noqa: E731
-    return {"rows": x(37, 24), "stack": x(3, 37, 24), "transposed": x(24, 37).mT, "single rows": x(5, 3, 24)[:, :1],
+    return {"rows": x(37, 24), "one row": x(1, 24), "stack": x(3, 37, 24), "transposed": x(24, 37).mT,
+            "single rows": x(5, 3, 24)[:, :1], "one row repeated": x(1, 1, 24).expand(3, 1, 24),
             "stack of one": x(1, 37, 24), "column slice": x(3, 37, 30)[:, :, 3:27], "row slice": x(3, 40, 24)[:, 2:39],
             "strided stack": x(6, 37, 24)[::2], "rows that do not merge": x(37, 3, 24).transpose(0, 1),
-            "four dimensions": x(2, 3, 5, 24), "empty": x(0, 24), "empty stack": x(3, 0, 24)}
+            "four dimensions": x(2, 3, 5, 24), "empty": x(0, 24), "empty stack": x(3, 0, 24),
+            "empty stack, expanded": x(0, 24).expand(3, 0, 24)}
+
+
+# The layouts above that the one-call C path (linear_fast) takes on CUDA tensors; Linear.forward hands the rows
+# that do not merge to the generic path before it, and linear_fast itself refuses four dimensions.
+ONE_CALL = {"rows", "one row", "stack", "transposed", "single rows", "one row repeated", "stack of one",
+            "column slice", "empty", "empty stack", "empty stack, expanded"}
 
 
 @pytest.mark.parametrize("device, kernel", devices())
@@ -382,6 +390,61 @@ def test_linear_inference_in_every_layout(device, kernel, bias):
             want = torch.nn.functional.linear(x.double(), layer.weight.double(),
                                               layer.bias.double() if bias else None)
             assert relative_error(ours, want) <= FP32_TOLERANCE, name
+
+
+@pytest.mark.gpu
+def test_linear_fast_takes_the_layouts_it_should():
+    """The one-call path is taken, not silently passed by: linear_fast returns a tensor for every layout it is
+    for, and NotImplemented (nothing done) for four dimensions and for rows that do not merge."""
+    from fastsgemm import _sgemm
+    torch.manual_seed(13)
+    layer = fst.Linear(24, 16, device="cuda")
+    w, b = layer.weight.detach(), layer.bias.detach()
+    with torch.no_grad():
+        for name, x in layouts_of_inputs("cuda").items():
+            result = _sgemm.linear_fast(x, w, b, "auto")
+            if name in ONE_CALL:
+                assert result is not NotImplemented, name
+                assert torch.equal(result, layer(x)), name
+            elif name in ("four dimensions", "rows that do not merge", "row slice", "strided stack"):
+                assert result is NotImplemented, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 8, 64, 300])
+def test_linear_inference_of_a_wide_layer(batch):
+    """A 1024 -> 1024 layer at small batches, where auto cuts K into slices (the thin configuration) and the bias,
+    as the product's C, is added by the slices' sum: FP32-accurate against float64, and the generic path's bits
+    wherever auto runs one of fastsgemm's kernels (cuBLAS may choose another algorithm with a C than without)."""
+    torch.manual_seed(14)
+    layer = fst.Linear(1024, 1024, device="cuda")
+    with torch.no_grad():
+        layer.bias.copy_(torch.randn(1024) * 4)  # a bias as large as the products, so that its rounding shows
+    x = torch.randn(batch, 1024, device="cuda")
+    with torch.no_grad():
+        ours = layer(x)
+        with Passthrough():
+            generic = layer(x)
+    want = torch.nn.functional.linear(x.double(), layer.weight.double(), layer.bias.double())
+    assert relative_error(ours, want) <= FP32_TOLERANCE
+    if not fastsgemm.auto_kernel(batch, 1024, 1024).startswith("cublas"):
+        assert torch.equal(ours, generic)
+
+
+@pytest.mark.parametrize("device, kernel", devices())
+def test_linear_with_a_strided_bias(device, kernel):
+    """A bias that is a strided view (every other element of a longer vector) is read with its stride."""
+    torch.manual_seed(15)
+    layer = fst.Linear(24, 16, device=device, kernel=kernel)
+    layer.bias = torch.nn.Parameter(torch.randn(32, device=device)[::2])
+    x = torch.randn(3, 37, 24, device=device)
+    with torch.no_grad():
+        ours = layer(x)
+        with Passthrough():
+            generic = layer(x)
+    assert torch.equal(ours, generic)
+    want = torch.nn.functional.linear(x.double(), layer.weight.double(), layer.bias.double())
+    assert relative_error(ours, want) <= FP32_TOLERANCE
 
 
 @pytest.mark.parametrize("device, kernel", devices())
