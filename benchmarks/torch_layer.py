@@ -125,10 +125,16 @@ def train_step(model, batches, loss_fn, graphs=False):
 
 
 def backward_step(model, x, graphs=False):
-    """forward and backward of model on x with x.sum() as the loss (gradients accumulate; no optimizer); graphs as
-    in train_step."""
+    """forward and backward of model on x with x.sum() as the loss (no optimizer; gradients accumulate, but under
+    CUDA graphs each step starts them afresh); graphs as in train_step."""
+    grads = [*model.parameters(), x]
+
     def step():
         if graphs:
+            # A gradient accumulated across replays would read the last replay's outputs, which the next replay
+            # overwrites: start each step's gradients afresh, as zero_grad(set_to_none=True) does.
+            for tensor in grads:
+                tensor.grad = None
             torch.compiler.cudagraph_mark_step_begin()
         model(x).sum().backward()
     return step
