@@ -1,0 +1,182 @@
+"""A model of `ozaki`'s numbers on the CPU, without a GPU (issue 47): which rows its range check sends to the slow
+path, and what error the integer path alone would have given on them.
+
+    python benchmarks/ozaki_model.py [--size 256] [--k 4096] [--moduli 8] [--out ozaki-model.json]
+
+What it models, from kernels/ladder/17_ozaki.cu:
+- the bits a product may use, floor(log2(P / 4K)) for the product P of the first `moduli` moduli, split between
+  A (the larger half) and B, at most 30 each;
+- each row of A and column of B scaled by the power of two that puts its largest finite element in
+  [2^(bits-1), 2^bits), then rounded to integers (round half to even, as rint);
+- the integer product, exact (int64 here; residues and the Chinese remainder theorem on the GPU), scaled back
+  and rounded to float32 once;
+- scale_kernel's range check: a row or column is out of range where it holds Inf or NaN, where its rounding errors
+  sum to more than kRoundingShare (4) units of 2^-bits of its sum of magnitudes, or where its elements scaled below
+  one unit carry more than kLostShare (2^-30) of it.
+
+For each of issue 47's input classes (benchmarks/ozaki_classes.py's, at a size the CPU can hold) it reports:
+- the share of A's rows and B's columns the check flags;
+- the relative Frobenius error against float64 and the largest error against |A| |B|, for the integer path
+  alone on every row (no slow path), for what the kernel returns (flagged rows and columns as float64 dot
+  products, as the slow path gives), and for NumPy's float32 product (FP32 arithmetic, a stand-in for cuBLAS
+  FP32; the order of its sums differs from cuBLAS's).
+
+The integer product is exact, so the integer path's error here is the scheme's error, which the GPU computes
+exactly the same way, up to the one rounding of the result to float32.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+MODULI = [256, 255, 253, 251, 247, 241, 239, 233]  # kModuli
+ROUNDING_SHARE = 4.0  # kRoundingShare
+LOST_SHARE = 2.0**-30  # kLostShare
+
+
+def product_bits(moduli: int, k: int) -> tuple[int, int]:
+    """(bits_a, bits_b) for depth k, as run_panel derives them."""
+    p = math.prod(MODULI[:moduli])
+    room = p // 4 // k
+    bits = room.bit_length() - 1
+    return min((bits + 1) // 2, 30), min(bits // 2, 30)
+
+
+def scale_rows(x: np.ndarray, bits: int, by_mass: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row of x (float32) scaled and rounded: (integers as int64, each row's shift, each row's flag).
+    by_mass: the row's scale puts its sum of magnitudes, rather than its largest element, at K 2^bits (the same
+    bound on the product's sums, |C| <= K 2^(bits_a + bits_b), so the same moduli hold it): a row whose mass sits
+    in few elements gets log2(largest / mean) more bits."""
+    x64 = x.astype(np.float64)
+    finite = np.isfinite(x64)
+    special = ~finite.all(axis=1)
+    magnitude = np.where(finite, np.abs(x64), 0.0)
+    largest = magnitude.max(axis=1)
+    if by_mass:  # the mean magnitude in place of the largest: the row's sum stays at K 2^bits at most
+        largest = magnitude.sum(axis=1) / x.shape[1]
+    top = np.where(largest > 0, np.floor(np.log2(np.where(largest > 0, largest, 1.0))), 0.0)
+    # ilogb for float32 values: log2 of an exact power of two is exact, and floor handles the rest.
+    shift = np.where(largest > 0, bits - 1 - top, 0.0).astype(np.int64)
+    size = np.abs(np.where(finite, x64, 0.0)) * np.exp2(shift.astype(np.float64))[:, None]
+    total = size.sum(axis=1)
+    rounding = np.abs(np.rint(size) - size).sum(axis=1)
+    lost = np.where(size < 1.0, size, 0.0).sum(axis=1)
+    flagged = special | (rounding > ROUNDING_SHARE * 2.0**-bits * total) | (lost > LOST_SHARE * total)
+    integers = np.rint(np.where(finite, x64, 0.0) * np.exp2(shift.astype(np.float64))[:, None]).astype(np.int64)
+    return integers, shift, flagged
+
+
+def integer_path(a: np.ndarray, b: np.ndarray, moduli: int, by_mass: bool = False):
+    """The scheme's result on every row and column, and the flags: (C as float32, rows flagged, columns flagged,
+    the largest scaled integer of A in bits)."""
+    bits_a, bits_b = product_bits(moduli, a.shape[1])
+    ia, sa, fa = scale_rows(a, bits_a, by_mass)
+    ib, sb, fb = scale_rows(b.T, bits_b)
+    exact = ia @ ib.T  # |entries| <= K 2^(bits_a + bits_b) <= P / 4 < 2^63: exact in int64
+    scaled = exact.astype(np.float64) * np.exp2(-(sa[:, None] + sb[None, :]).astype(np.float64))
+    return scaled.astype(np.float32), fa, fb, int(np.abs(ia).max()).bit_length()
+
+
+def errors(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> dict:
+    finite = np.isfinite(want)
+    g, w = got[finite].astype(np.float64), want[finite]
+    norm = np.linalg.norm(w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        against_bound = np.where(bound[finite] > 0, np.abs(g - w) / bound[finite], 0.0)
+    return {"relative": float(np.linalg.norm(g - w) / norm) if norm > 0 else float(np.linalg.norm(g - w)),
+            "against_ab": float(np.nanmax(against_bound)) if against_bound.size else 0.0,
+            "non_finite_as_float64": bool(np.array_equal(np.isnan(got), np.isnan(want))
+                                          and np.array_equal(np.isinf(got), np.isinf(want)))}
+
+
+def make_class(name: str, n: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """ozaki_classes.py's classes, n x k times k x n, in NumPy."""
+    normal = lambda r, c, s=1.0: (rng.standard_normal((r, c)) * s).astype(np.float32)  # noqa: E731
+    if name == "normal":
+        return normal(n, k), normal(k, n)
+    if name == "uniform [0, 1)":
+        return rng.random((n, k), np.float32), rng.random((k, n), np.float32)
+    if name == "softmax rows":
+        logits = 3.0 * rng.standard_normal((n, k))
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (e / e.sum(axis=1, keepdims=True)).astype(np.float32), normal(k, n)
+    if name == "exponents over 2^-40 .. 2^40":
+        a = (rng.choice([-1.0, 1.0], (n, k)) * (rng.random((n, k)) + 1.0) * np.exp2(rng.integers(-40, 41, (n, k))))
+        return a.astype(np.float32), normal(k, n)
+    if name == "one column 2^20 above the rest":
+        a = (rng.random((n, k)) * 2.0 - 1.0).astype(np.float32)
+        a[:, 7] *= np.float32(2.0**20)
+        return a, normal(k, n)
+    if name == "zero rows":
+        a = normal(n, k)
+        a[::3] = 0.0
+        return a, normal(k, n)
+    if name == "Inf and NaN":
+        a, b = normal(n, k), normal(k, n)
+        a[3, 10], a[40, 11], a[41, 12] = np.inf, -np.inf, np.nan
+        b[100, 9] = np.inf
+        return a, b
+    if name == "cancellation to 2^-20":
+        third = k // 3
+        a1, b1 = normal(n, third), normal(third, n)
+        a2, b2 = normal(n, k - 2 * third), normal(k - 2 * third, n)
+        return (np.concatenate([a1, a1, a2 * np.float32(2.0**-20)], axis=1),
+                np.concatenate([b1, -b1, b2], axis=0))
+    raise KeyError(name)
+
+
+CLASSES = ["normal", "uniform [0, 1)", "softmax rows", "exponents over 2^-40 .. 2^40",
+           "one column 2^20 above the rest", "zero rows", "Inf and NaN", "cancellation to 2^-20"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=256, help="M = N")
+    parser.add_argument("--k", type=int, default=4096)
+    parser.add_argument("--moduli", type=int, default=8)
+    parser.add_argument("--classes", nargs="+", default=CLASSES)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    bits = product_bits(args.moduli, args.k)
+    print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli: bits {bits[0]} (A) + {bits[1]} (B)")
+    print(f"{'class':<32} {'rows':>6} {'cols':>6}   {'integers alone':>19}   {'as the kernel':>19}   "
+          f"{'FP32 (NumPy)':>19}   {'by mass (A bits)':>24}")
+    rows = []
+    for index, name in enumerate(args.classes):
+        rng = np.random.default_rng([47, index])
+        a, b = make_class(name, args.size, args.k, rng)
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+            fp32 = a @ b
+        alone, flag_a, flag_b, _ = integer_path(a, b, args.moduli)
+        by_mass, _, _, top_bits = integer_path(a, b, args.moduli, by_mass=True)
+        kernel = alone.copy()
+        slow = flag_a[:, None] | flag_b[None, :]
+        with np.errstate(invalid="ignore", over="ignore"):
+            kernel[slow] = want[slow].astype(np.float32)  # the slow path's double dot, rounded once
+            # The integer path cannot carry Inf or NaN: they come only from flagged rows and columns.
+        row = {"class": name, "rows_flagged": float(flag_a.mean()), "cols_flagged": float(flag_b.mean()),
+               "integers_alone": errors(alone, want, bound), "as_the_kernel": errors(kernel, want, bound),
+               "by_mass": errors(by_mass, want, bound), "by_mass_integer_bits": top_bits,
+               "fp32_numpy": errors(fp32, want, bound)}
+        rows.append(row)
+        cell = lambda e: f"{e['relative']:.1e} / {e['against_ab']:.1e}"  # noqa: E731
+        print(f"{name:<32} {row['rows_flagged']:6.0%} {row['cols_flagged']:6.0%}   {cell(row['integers_alone']):>19}   "
+              f"{cell(row['as_the_kernel']):>19}   {cell(row['fp32_numpy']):>19}   "
+              f"{cell(row['by_mass']):>19} ({top_bits})")
+    if args.out:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+        args.out.write_text(json.dumps({"meta": {"device": "none (a NumPy model on the CPU)", "git_commit": commit},
+                                        "size": args.size, "k": args.k, "moduli": args.moduli, "bits": bits,
+                                        "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
