@@ -47,17 +47,21 @@ def product_bits(moduli: int, k: int) -> tuple[int, int]:
     return min((bits + 1) // 2, 30), min(bits // 2, 30)
 
 
-def scale_rows(x: np.ndarray, bits: int, by_mass: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def scale_rows(x: np.ndarray, bits: int, by_mass: bool | str = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row of x (float32) scaled and rounded: (integers as int64, each row's shift, each row's flag).
     by_mass: the row's scale puts its sum of magnitudes, rather than its largest element, at K 2^bits (the same
     bound on the product's sums, |C| <= K 2^(bits_a + bits_b), so the same moduli hold it): a row whose mass sits
-    in few elements gets log2(largest / mean) more bits."""
+    in few elements gets log2(largest / mean) more bits. by_mass="rms": its root mean square instead, for both
+    operands (|C| <= |a|_2 |b|_2 <= K 2^(bits_a + bits_b) by Cauchy-Schwarz): log2(largest / rms) more bits on
+    each side."""
     x64 = x.astype(np.float64)
     finite = np.isfinite(x64)
     special = ~finite.all(axis=1)
     magnitude = np.where(finite, np.abs(x64), 0.0)
     largest = magnitude.max(axis=1)
-    if by_mass:  # the mean magnitude in place of the largest: the row's sum stays at K 2^bits at most
+    if by_mass == "rms":  # the root mean square: the row's 2-norm stays below sqrt(K) 2^bits
+        largest = np.sqrt((magnitude ** 2).sum(axis=1) / x.shape[1])
+    elif by_mass:  # the mean magnitude in place of the largest: the row's sum stays at K 2^bits at most
         largest = magnitude.sum(axis=1) / x.shape[1]
     top = np.where(largest > 0, np.floor(np.log2(np.where(largest > 0, largest, 1.0))), 0.0)
     # ilogb for float32 values: log2 of an exact power of two is exact, and floor handles the rest.
@@ -71,12 +75,12 @@ def scale_rows(x: np.ndarray, bits: int, by_mass: bool = False) -> tuple[np.ndar
     return integers, shift, flagged
 
 
-def integer_path(a: np.ndarray, b: np.ndarray, moduli: int, by_mass: bool = False):
+def integer_path(a: np.ndarray, b: np.ndarray, moduli: int, by_mass: bool | str = False):
     """The scheme's result on every row and column, and the flags: (C as float32, rows flagged, columns flagged,
     the largest scaled integer of A in bits)."""
     bits_a, bits_b = product_bits(moduli, a.shape[1])
     ia, sa, fa = scale_rows(a, bits_a, by_mass)
-    ib, sb, fb = scale_rows(b.T, bits_b)
+    ib, sb, fb = scale_rows(b.T, bits_b, "rms" if by_mass == "rms" else False)
     exact = ia @ ib.T  # |entries| <= K 2^(bits_a + bits_b) <= P / 4 < 2^63: exact in int64
     scaled = exact.astype(np.float64) * np.exp2(-(sa[:, None] + sb[None, :]).astype(np.float64))
     return scaled.astype(np.float32), fa, fb, int(np.abs(ia).max()).bit_length()
@@ -127,11 +131,19 @@ def make_class(name: str, n: int, k: int, rng: np.random.Generator) -> tuple[np.
         a2, b2 = normal(n, k - 2 * third), normal(k - 2 * third, n)
         return (np.concatenate([a1, a1, a2 * np.float32(2.0**-20)], axis=1),
                 np.concatenate([b1, -b1, b2], axis=0))
+    if name == "small elements of A against large rows of B":
+        # Column 5 of A near 2^-50 times the rest, row 5 of B near 2^50 times the rest: their products are as
+        # large as the others, but A's small elements lie far below its rows' grids.
+        a, b = normal(n, k), normal(k, n)
+        a[:, 5] *= np.float32(2.0**-50)
+        b[5, :] *= np.float32(2.0**50)
+        return a, b
     raise KeyError(name)
 
 
 CLASSES = ["normal", "uniform [0, 1)", "softmax rows", "exponents over 2^-40 .. 2^40",
-           "one column 2^20 above the rest", "zero rows", "Inf and NaN", "cancellation to 2^-20"]
+           "one column 2^20 above the rest", "zero rows", "Inf and NaN", "cancellation to 2^-20",
+           "small elements of A against large rows of B"]
 
 
 def main() -> None:
@@ -145,7 +157,7 @@ def main() -> None:
     bits = product_bits(args.moduli, args.k)
     print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli: bits {bits[0]} (A) + {bits[1]} (B)")
     print(f"{'class':<32} {'rows':>6} {'cols':>6}   {'integers alone':>19}   {'as the kernel':>19}   "
-          f"{'FP32 (NumPy)':>19}   {'by mass (A bits)':>24}")
+          f"{'FP32 (NumPy)':>19}   {'by mass (A bits)':>24}   {'by rms (A bits)':>24}")
     rows = []
     for index, name in enumerate(args.classes):
         rng = np.random.default_rng([47, index])
@@ -156,6 +168,7 @@ def main() -> None:
             fp32 = a @ b
         alone, flag_a, flag_b, _ = integer_path(a, b, args.moduli)
         by_mass, _, _, top_bits = integer_path(a, b, args.moduli, by_mass=True)
+        by_rms, _, _, rms_bits = integer_path(a, b, args.moduli, by_mass="rms")
         kernel = alone.copy()
         slow = flag_a[:, None] | flag_b[None, :]
         with np.errstate(invalid="ignore", over="ignore"):
@@ -164,12 +177,13 @@ def main() -> None:
         row = {"class": name, "rows_flagged": float(flag_a.mean()), "cols_flagged": float(flag_b.mean()),
                "integers_alone": errors(alone, want, bound), "as_the_kernel": errors(kernel, want, bound),
                "by_mass": errors(by_mass, want, bound), "by_mass_integer_bits": top_bits,
+               "by_rms": errors(by_rms, want, bound), "by_rms_integer_bits": rms_bits,
                "fp32_numpy": errors(fp32, want, bound)}
         rows.append(row)
         cell = lambda e: f"{e['relative']:.1e} / {e['against_ab']:.1e}"  # noqa: E731
         print(f"{name:<32} {row['rows_flagged']:6.0%} {row['cols_flagged']:6.0%}   {cell(row['integers_alone']):>19}   "
               f"{cell(row['as_the_kernel']):>19}   {cell(row['fp32_numpy']):>19}   "
-              f"{cell(row['by_mass']):>19} ({top_bits})")
+              f"{cell(row['by_mass']):>19} ({top_bits})   {cell(row['by_rms']):>19} ({rms_bits})")
     if args.out:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
