@@ -9,7 +9,8 @@ otherwise. The classes (A's, unless named):
   normal (A and B), uniform [0, 1) (A and B), softmax rows (of 3 x standard normal logits), exponents uniform over
   2^-40 .. 2^40 (random signs and mantissas), one outlier column (A uniform in [-1, 1), column 7 times 2^20), zero
   rows (every third), Inf and NaN (three of them in A, one Inf in B), cancellation (A = [A1, A1, 2^-20 A2] against
-  B = [B1; -B1; B2]: what is left is 2^-20 of the terms), subnormal results (A ~ 1e-30, B ~ 1e-10).
+  B = [B1; -B1; B2]: what is left is 2^-20 of the terms), subnormal results (A ~ 1e-30, B ~ 1e-10), and A's column 5
+  2^-50 times the rest against B's row 5 2^50 times the rest (their products as large as the others).
 Time: CUDA events around each call into a preallocated result on torch's current stream, after one warm-up call;
 the median of --repeats calls, or of one where a call takes over a second (ozaki's slow path at 16384^3 takes
 seconds). Error against float64 (torch's float64 product on the GPU): the relative Frobenius error over the finite
@@ -73,11 +74,18 @@ def make_class(name, n, g):
         return torch.cat([a1, a1, a2 * 2.0**-20], dim=1), torch.cat([b1, -b1, b2], dim=0)
     if name == "subnormal results":
         return normal(g, n, n, 1e-30), normal(g, n, n, 1e-10)
+    if name == "small elements of A against large rows of B":
+        # benchmarks/ozaki_model.py: A's small column meets B's large row, and their products matter.
+        a, b = normal(g, n, n), normal(g, n, n)
+        a[:, 5] *= 2.0**-50
+        b[5, :] *= 2.0**50
+        return a, b
     raise KeyError(name)
 
 
 CLASSES = ["normal", "uniform [0, 1)", "softmax rows", "exponents over 2^-40 .. 2^40", "one column 2^20 above the rest",
-           "zero rows", "Inf and NaN", "cancellation to 2^-20", "subnormal results"]
+           "zero rows", "Inf and NaN", "cancellation to 2^-20", "subnormal results",
+           "small elements of A against large rows of B"]
 
 
 def time_ms(kernel, a, b, out, repeats):
