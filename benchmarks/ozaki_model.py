@@ -86,6 +86,39 @@ def integer_path(a: np.ndarray, b: np.ndarray, moduli: int, by_mass: bool | str 
     return scaled.astype(np.float32), fa, fb, int(np.abs(ia).max()).bit_length()
 
 
+def pair_check(a: np.ndarray, b: np.ndarray, moduli: int, tau: float, levels: int = 6):
+    """A check on the pairs, with rows and columns scaled by their root mean square: the integer path's error bound
+    for each output against a lower bound of |A| |B| there. Returns (C as the integer path gives it, the outputs
+    flagged, the error bound U, the lower bound L).
+
+    U: with g_i and h_j the grid steps of A's row i and B's column j (2^-shift), rounding to nearest moves each
+    element by at most half a step, so |C_ij - C'_ij| <= g_i/2 |b_j|_1 + h_j/2 |a_i|_1 + K g_i h_j / 4.
+    L: |A| |B| with every magnitude rounded down to a multiple of 2^-levels of its row's (column's) largest, the
+    product of two small integer matrices (on the GPU, one more INT8 product): never above |A| |B|.
+    An output is flagged where U > tau L, or where its row or column holds Inf or NaN."""
+    bits_a, bits_b = product_bits(moduli, a.shape[1])
+    ia, sa, fa = scale_rows(a, bits_a, "rms")
+    ib, sb, fb = scale_rows(b.T, bits_b, "rms")
+    exact = ia @ ib.T
+    scaled = (exact.astype(np.float64) * np.exp2(-(sa[:, None] + sb[None, :]).astype(np.float64))).astype(np.float32)
+    a64 = np.where(np.isfinite(a), np.abs(a.astype(np.float64)), 0.0)
+    b64 = np.where(np.isfinite(b), np.abs(b.astype(np.float64)), 0.0)
+    # A row (column) of zeros rounds exactly: no step to move by.
+    g = np.where(a64.max(axis=1) > 0, np.exp2(-sa.astype(np.float64)), 0.0)
+    h = np.where(b64.max(axis=0) > 0, np.exp2(-sb.astype(np.float64)), 0.0)
+    k = a.shape[1]
+    bound = (g[:, None] / 2) * b64.sum(axis=0)[None, :] + (h[None, :] / 2) * a64.sum(axis=1)[:, None] \
+        + k * g[:, None] * h[None, :] / 4
+    unit_a = np.where(a64.max(axis=1) > 0, a64.max(axis=1), 1.0) * 2.0**-levels
+    unit_b = np.where(b64.max(axis=0) > 0, b64.max(axis=0), 1.0) * 2.0**-levels
+    qa = np.floor(a64 / unit_a[:, None]).astype(np.int64)  # 0 .. 2^levels
+    qb = np.floor(b64 / unit_b[None, :]).astype(np.int64)
+    lower = (qa @ qb).astype(np.float64) * unit_a[:, None] * unit_b[None, :]
+    special = ~np.isfinite(a).all(axis=1)[:, None] | ~np.isfinite(b).all(axis=0)[None, :]
+    flagged = special | (bound > tau * lower)
+    return scaled, flagged, bound, lower
+
+
 def errors(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> dict:
     finite = np.isfinite(want)
     g, w = got[finite].astype(np.float64), want[finite]
@@ -153,7 +186,12 @@ def main() -> None:
     parser.add_argument("--moduli", type=int, default=8)
     parser.add_argument("--classes", nargs="+", default=CLASSES)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--pairs", type=float, metavar="TAU",
+                        help="instead: the check on pairs (pair_check) with this tau, rows and columns scaled by RMS")
     args = parser.parse_args()
+    if args.pairs:
+        pairs(args)
+        return
     bits = product_bits(args.moduli, args.k)
     print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli: bits {bits[0]} (A) + {bits[1]} (B)")
     print(f"{'class':<32} {'rows':>6} {'cols':>6}   {'integers alone':>19}   {'as the kernel':>19}   "
@@ -189,6 +227,39 @@ def main() -> None:
                                 cwd=Path(__file__).parent).stdout.strip()
         args.out.write_text(json.dumps({"meta": {"device": "none (a NumPy model on the CPU)", "git_commit": commit},
                                         "size": args.size, "k": args.k, "moduli": args.moduli, "bits": bits,
+                                        "rows": rows}, indent=1))
+
+
+def pairs(args) -> None:
+    """The check on pairs, per class: the outputs it flags, whether its bound held (no output's error above U), and
+    the error with the flagged outputs computed exactly (as a slow or gathered path would) against FP32's."""
+    print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli, tau {args.pairs:g}")
+    print(f"{'class':<45} {'flagged':>8} {'bound held':>10}   {'integers, flagged exact':>23}   {'FP32 (NumPy)':>19}")
+    rows = []
+    for index, name in enumerate(args.classes):
+        rng = np.random.default_rng([47, index])
+        a, b = make_class(name, args.size, args.k, rng)
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            ab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+            fp32 = a @ b
+        got, flagged, bound, _ = pair_check(a, b, args.moduli, args.pairs)
+        finite = np.isfinite(want) & ~flagged
+        held = bool((np.abs(got[finite].astype(np.float64) - want[finite]) <= bound[finite] + 2.0**-24 * np.abs(want[finite])).all())
+        result = got.copy()
+        with np.errstate(invalid="ignore", over="ignore"):
+            result[flagged] = want[flagged].astype(np.float32)
+        row = {"class": name, "flagged": float(flagged.mean()), "bound_held": held,
+               "result": errors(result, want, ab), "fp32_numpy": errors(fp32, want, ab)}
+        rows.append(row)
+        cell = lambda e: f"{e['relative']:.1e} / {e['against_ab']:.1e}"  # noqa: E731
+        print(f"{name:<45} {row['flagged']:8.2%} {str(held):>10}   {cell(row['result']):>23}   "
+              f"{cell(row['fp32_numpy']):>19}")
+    if args.out:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+        args.out.write_text(json.dumps({"meta": {"device": "none (a NumPy model on the CPU)", "git_commit": commit},
+                                        "size": args.size, "k": args.k, "moduli": args.moduli, "tau": args.pairs,
                                         "rows": rows}, indent=1))
 
 
