@@ -179,6 +179,31 @@ CLASSES = ["normal", "uniform [0, 1)", "softmax rows", "exponents over 2^-40 .. 
            "small elements of A against large rows of B"]
 
 
+def class_data(name: str, index: int, args):
+    """Class `name`'s operands (seeded by its index) and what every table compares with: (A, B, the float64
+    product, |A| |B| in float64, NumPy's float32 product)."""
+    a, b = make_class(name, args.size, args.k, np.random.default_rng([47, index]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        ab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+        fp32 = a @ b
+    return a, b, want, ab, fp32
+
+
+def cell(e: dict) -> str:
+    return f"{e['relative']:.1e} / {e['against_ab']:.1e}"
+
+
+def write_out(args, **fields) -> None:
+    """The rows as JSON at --out (if given), with the commit of the code that made them."""
+    if not args.out:
+        return
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    args.out.write_text(json.dumps({"meta": {"device": "none (a NumPy model on the CPU)", "git_commit": commit},
+                                    "size": args.size, "k": args.k, "moduli": args.moduli, **fields}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=256, help="M = N")
@@ -198,12 +223,7 @@ def main() -> None:
           f"{'FP32 (NumPy)':>19}   {'by mass (A bits)':>24}   {'by rms (A bits)':>24}")
     rows = []
     for index, name in enumerate(args.classes):
-        rng = np.random.default_rng([47, index])
-        a, b = make_class(name, args.size, args.k, rng)
-        with np.errstate(invalid="ignore", over="ignore"):
-            want = a.astype(np.float64) @ b.astype(np.float64)
-            bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-            fp32 = a @ b
+        a, b, want, bound, fp32 = class_data(name, index, args)
         alone, flag_a, flag_b, _ = integer_path(a, b, args.moduli)
         by_mass, _, _, top_bits = integer_path(a, b, args.moduli, by_mass=True)
         by_rms, _, _, rms_bits = integer_path(a, b, args.moduli, by_mass="rms")
@@ -218,16 +238,10 @@ def main() -> None:
                "by_rms": errors(by_rms, want, bound), "by_rms_integer_bits": rms_bits,
                "fp32_numpy": errors(fp32, want, bound)}
         rows.append(row)
-        cell = lambda e: f"{e['relative']:.1e} / {e['against_ab']:.1e}"  # noqa: E731
         print(f"{name:<32} {row['rows_flagged']:6.0%} {row['cols_flagged']:6.0%}   {cell(row['integers_alone']):>19}   "
               f"{cell(row['as_the_kernel']):>19}   {cell(row['fp32_numpy']):>19}   "
               f"{cell(row['by_mass']):>19} ({top_bits})   {cell(row['by_rms']):>19} ({rms_bits})")
-    if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-        args.out.write_text(json.dumps({"meta": {"device": "none (a NumPy model on the CPU)", "git_commit": commit},
-                                        "size": args.size, "k": args.k, "moduli": args.moduli, "bits": bits,
-                                        "rows": rows}, indent=1))
+    write_out(args, bits=bits, rows=rows)
 
 
 def pairs(args) -> None:
@@ -237,30 +251,20 @@ def pairs(args) -> None:
     print(f"{'class':<45} {'flagged':>8} {'bound held':>10}   {'integers, flagged exact':>23}   {'FP32 (NumPy)':>19}")
     rows = []
     for index, name in enumerate(args.classes):
-        rng = np.random.default_rng([47, index])
-        a, b = make_class(name, args.size, args.k, rng)
-        with np.errstate(invalid="ignore", over="ignore"):
-            want = a.astype(np.float64) @ b.astype(np.float64)
-            ab = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-            fp32 = a @ b
+        a, b, want, ab, fp32 = class_data(name, index, args)
         got, flagged, bound, _ = pair_check(a, b, args.moduli, args.pairs)
         finite = np.isfinite(want) & ~flagged
-        held = bool((np.abs(got[finite].astype(np.float64) - want[finite]) <= bound[finite] + 2.0**-24 * np.abs(want[finite])).all())
+        error = np.abs(got[finite].astype(np.float64) - want[finite])
+        held = bool((error <= bound[finite] + 2.0**-24 * np.abs(want[finite])).all())  # plus the float32 rounding
         result = got.copy()
         with np.errstate(invalid="ignore", over="ignore"):
             result[flagged] = want[flagged].astype(np.float32)
         row = {"class": name, "flagged": float(flagged.mean()), "bound_held": held,
                "result": errors(result, want, ab), "fp32_numpy": errors(fp32, want, ab)}
         rows.append(row)
-        cell = lambda e: f"{e['relative']:.1e} / {e['against_ab']:.1e}"  # noqa: E731
         print(f"{name:<45} {row['flagged']:8.2%} {str(held):>10}   {cell(row['result']):>23}   "
               f"{cell(row['fp32_numpy']):>19}")
-    if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-        args.out.write_text(json.dumps({"meta": {"device": "none (a NumPy model on the CPU)", "git_commit": commit},
-                                        "size": args.size, "k": args.k, "moduli": args.moduli, "tau": args.pairs,
-                                        "rows": rows}, indent=1))
+    write_out(args, tau=args.pairs, rows=rows)
 
 
 if __name__ == "__main__":
