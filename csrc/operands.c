@@ -380,6 +380,17 @@ static void transpose_problem(fsg_gemm *g) {
     g->b_trans = !t.a_trans;
 }
 
+/* Whether the kernels can read C in place in D's layout (every one reads C(i, j) at c[i * ldc + j] of the problem
+ * in that layout), and its ldc: C laid out as D is, or a vector broadcast along D's slower dimension (a row stride
+ * of zero where D is row-major: a Linear's bias, every row the same), which ldc = 0 reads as it lies. */
+static bool c_reads_as(const fsg_matrix *c, fsg_layout d_layout, int64_t *ldc) {
+    if (fsg_classify(c, ldc) == d_layout) return true;
+    const bool along_rows = d_layout == FSG_ROW_MAJOR && c->rs == 0 && (c->cols <= 1 || c->cs == 1);
+    const bool along_cols = d_layout == FSG_COL_MAJOR && c->cs == 0 && (c->rows <= 1 || c->rs == 1);
+    *ldc = 0;
+    return along_rows || along_cols;
+}
+
 cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_fill *fill, const fsg_matrix *a,
                          const fsg_matrix *b, const fsg_matrix *c, const fsg_matrix *out, float alpha, float beta,
                          cudaStream_t stream) {
@@ -410,7 +421,7 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_fi
 
     if (beta != 0.0f) {
         int64_t ldc;
-        if (c->side == work && fsg_classify(c, &ldc) == d_layout && (fsg_same_view(c, &d) || !fsg_overlap(c, &d))) {
+        if (c->side == work && c_reads_as(c, d_layout, &ldc) && (fsg_same_view(c, &d) || !fsg_overlap(c, &d))) {
             g.c = c->ptr;
             g.ldc = ldc;
         } else {

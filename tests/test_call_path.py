@@ -10,7 +10,7 @@ import pytest
 import fastsgemm
 from fastsgemm import _sgemm
 from fastsgemm._device_array import record_writer
-from conftest import assert_close, random_matrix, reference, run_at_once, tolerance
+from conftest import assert_close, launched_kernels, random_matrix, reference, run_at_once, tolerance
 
 FAST_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "naive"]
 
@@ -274,3 +274,68 @@ def test_dlpack_input_inside_a_capture_is_refused_before_the_stream_is_touched(r
             fastsgemm.sgemm(DLPackOnly(a), DLPackOnly(b), out=out, kernel="cublas")
     # The capture ended cleanly (no invalidated stream), and the process's CUDA state is intact.
     assert_close(fastsgemm.sgemm(a, b, kernel="cublas").cpu().numpy(), reference(A, B), what="after the refused capture")
+
+
+# ---- C broadcast along D's slower dimension (a bias), read in place ----
+BROADCAST_SHAPE = (70, 52, 260)  # K long enough for the thin configuration's slices and their sum
+
+
+def broadcast_c(rng, m, n, order, xp_vector):
+    """A vector made by xp_vector from float32 values, broadcast to m x n along D's slower dimension: along the rows
+    (a row stride of zero) for a row-major D ("C"), along the columns for a column-major one ("F")."""
+    values = rng.standard_normal(n if order == "C" else m).astype(np.float32)
+    vector = xp_vector(values)
+    return vector[None, :].expand(m, n) if hasattr(vector, "expand") else (
+        np.broadcast_to(vector, (m, n)) if order == "C" else np.broadcast_to(vector[:, None], (m, n)))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_broadcast_c_on_the_host_gives_the_dense_cs_bits(order, rng):
+    m, n, k = BROADCAST_SHAPE
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    C = broadcast_c(rng, m, n, order, lambda v: v)
+    assert 0 in C.strides  # the class is as named
+
+    def run(c):
+        out = np.full((m, n), np.nan, np.float32, order=order)
+        return fastsgemm.sgemm(A, B, c, alpha=0.5, beta=-1.25, out=out, kernel="cpu")
+
+    got = run(C)
+    assert np.array_equal(got, run(np.array(C, order=order)))
+    assert_close(got, reference(A, B, C, 0.5, -1.25), what="a broadcast C")
+
+
+BROADCAST_KERNELS = ["auto", "cublas", "naive", "vectorized", "warptile", "tf32x3", "tf32x3_mma:thin",
+                     "tf32x3_inplace", "tf32x3_regs:direct", "ozaki"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("kernel", BROADCAST_KERNELS)
+def test_a_broadcast_c_on_the_gpu_is_read_in_place(kernel, order, rng):
+    """A torch vector expanded along D's slower dimension as C: every kernel reads it where it lies (ldc = 0; no
+    copy kernel runs but cuBLAS's own copy of C into D), and the result is the dense C's, bit for bit."""
+    torch = pytest.importorskip("torch")
+    m, n, k = BROADCAST_SHAPE
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    a, b = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    if order == "C":
+        c = broadcast_c(rng, m, n, order, lambda v: torch.from_numpy(v).cuda())
+    else:
+        c = torch.from_numpy(rng.standard_normal(m).astype(np.float32)).cuda()[:, None].expand(m, n)
+    assert 0 in c.stride()  # the class is as named
+
+    def run(c):
+        out = torch.full((m, n) if order == "C" else (n, m), float("nan"), device="cuda")
+        out = out if order == "C" else out.T
+        fastsgemm.sgemm(a, b, c, alpha=0.5, beta=-1.25, out=out, kernel=kernel)
+        return out
+
+    got = run(c)
+    assert torch.equal(got, run(c.contiguous() if order == "C" else c.T.contiguous().T))
+    assert_close(got.cpu().numpy(), reference(A, B, c.cpu().numpy(), 0.5, -1.25), tolerance(kernel),
+                 what=f"{kernel}, a broadcast C")
+    names = launched_kernels(lambda: run(c))
+    copies = [name for name in names if "copy_matrix" in name]
+    ran = fastsgemm.auto_kernel(m, n, k) if kernel == "auto" else kernel
+    assert (len(copies) == 1) if ran == "cublas" else not copies, f"{kernel} ({ran}): launched {names}"
