@@ -280,20 +280,17 @@ def test_dlpack_input_inside_a_capture_is_refused_before_the_stream_is_touched(r
 BROADCAST_SHAPE = (70, 52, 260)  # K long enough for the thin configuration's slices and their sum
 
 
-def broadcast_c(rng, m, n, order, xp_vector):
-    """A vector made by xp_vector from float32 values, broadcast to m x n along D's slower dimension: along the rows
-    (a row stride of zero) for a row-major D ("C"), along the columns for a column-major one ("F")."""
-    values = rng.standard_normal(n if order == "C" else m).astype(np.float32)
-    vector = xp_vector(values)
-    return vector[None, :].expand(m, n) if hasattr(vector, "expand") else (
-        np.broadcast_to(vector, (m, n)) if order == "C" else np.broadcast_to(vector[:, None], (m, n)))
+def broadcast_c(values, m, n, order):
+    """A NumPy vector broadcast to m x n along D's slower dimension: along the rows (a row stride of zero) for a
+    row-major D ("C"), along the columns for a column-major one ("F")."""
+    return np.broadcast_to(values, (m, n)) if order == "C" else np.broadcast_to(values[:, None], (m, n))
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_a_broadcast_c_on_the_host_gives_the_dense_cs_bits(order, rng):
     m, n, k = BROADCAST_SHAPE
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
-    C = broadcast_c(rng, m, n, order, lambda v: v)
+    C = broadcast_c(rng.standard_normal(n if order == "C" else m).astype(np.float32), m, n, order)
     assert 0 in C.strides  # the class is as named
 
     def run(c):
@@ -310,19 +307,21 @@ BROADCAST_KERNELS = ["auto", "cublas", "naive", "vectorized", "warptile", "tf32x
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "offset"])
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("kernel", BROADCAST_KERNELS)
-def test_a_broadcast_c_on_the_gpu_is_read_in_place(kernel, order, rng):
-    """A torch vector expanded along D's slower dimension as C: every kernel reads it where it lies (ldc = 0; no
-    copy kernel runs but cuBLAS's own copy of C into D), and the result is the dense C's, bit for bit."""
+def test_a_broadcast_c_on_the_gpu_is_read_in_place(kernel, order, aligned, rng):
+    """A torch vector expanded along D's slower dimension as C, its first element 16-byte aligned or one float on
+    (the vector loads' fallback): every kernel reads it where it lies (ldc = 0; no copy kernel runs but cuBLAS's own
+    copy of C into D), and the result is the dense C's, bit for bit."""
     torch = pytest.importorskip("torch")
     m, n, k = BROADCAST_SHAPE
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
     a, b = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
-    if order == "C":
-        c = broadcast_c(rng, m, n, order, lambda v: torch.from_numpy(v).cuda())
-    else:
-        c = torch.from_numpy(rng.standard_normal(m).astype(np.float32)).cuda()[:, None].expand(m, n)
+    length = n if order == "C" else m
+    values = torch.from_numpy(rng.standard_normal(length + 1).astype(np.float32)).cuda()
+    vector = values[:length] if aligned else values[1:]
+    c = vector[None, :].expand(m, n) if order == "C" else vector[:, None].expand(m, n)
     assert 0 in c.stride()  # the class is as named
 
     def run(c):
