@@ -172,7 +172,7 @@ cudaError_t fsg_tf32x3_mma_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream); /* the engine's (kernels/engine/ozaki.cu) */
 cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream);
@@ -191,6 +191,7 @@ cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream); /* rung 17's own */
 
 /* The launchers that run a batch in one launch (registry.c names each beside its rung). */
 cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);

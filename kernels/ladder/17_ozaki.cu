@@ -59,9 +59,11 @@
  * Limits: sm_90a; a workspace of about n (M + N) K + n M N bytes per panel;
  * a call whose workspace cannot be had runs tf32x3. Split-K's slices (a
  * small output, a long K) run one after another, each a product of its own.
- * The engine's configuration ozaki:7 (kernels/engine/ozaki_7.cu) takes seven
- * moduli: 8 bits fewer, an eighth less work, an error up to 5.6x cuBLAS
- * FP32's, so never auto's.
+ * This launcher is kernel="ozaki:lesson". kernel="ozaki" (and "ozaki:7",
+ * seven moduli) run the engine's scheme (kernels/engine/ozaki.cu): rows scaled
+ * by their 2-norm, and a check of each output's error bound in place of the
+ * rows out of range, so that the double path takes only the outputs that need
+ * it.
  *
  * Stacks: product by product, one call of the whole scheme each (its
  * workspace and passes are a product's).
@@ -685,8 +687,9 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
 
 // ---- launchers (compiled with this file, not where the engine includes it for its code) ----
 #if __INCLUDE_LEVEL__ == 0
-/* Eight moduli: 47-49 bits of the scaled operands between them. tf32x3 where this path cannot run. */
-extern "C" cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+/* Eight moduli: 47-49 bits of the scaled operands between them. tf32x3 where this path cannot run. Registered as
+ * kernel="ozaki:lesson"; kernel="ozaki" runs the engine's scheme (kernels/engine/ozaki.cu). */
+extern "C" cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::hopper::ozaki::launch<8>,
                                             fsg_tf32x3_sgemm);
 }

@@ -67,10 +67,13 @@ static const fsg_config tf32x3_regs_configs[] = {
 };
 
 static const fsg_config ozaki_configs[] = {
-    {"7", "seven moduli, not eight: an eighth less INT8 work, 8 bits fewer between the scaled operands, an error "
-     "up to 6x cuBLAS FP32's, so never auto's (tf32x3 where INT8 wgmma is not had)",
+    {"7", "seven moduli, not eight: an eighth less INT8 work, 8 bits fewer between the scaled operands, so more "
+     "outputs leave the integers for double; never auto's (tf32x3 where INT8 wgmma is not had)",
      fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32",
-     .source = "kernels/engine/ozaki_7.cu"},
+     .source = "kernels/engine/ozaki.cu"},
+    {"lesson", "the lesson's scheme: rows scaled by their largest element, a row whose rounding weighs too much "
+     "computed whole in double, so its speed depends on the data (tf32x3 where INT8 wgmma is not had)",
+     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1)},
 };
 
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
@@ -283,11 +286,12 @@ const fsg_rung fsg_rungs[] = {
         .number = 17,
         .name = "ozaki",
         .idea = "FP32 products as exact INT8 tensor-core products: each row scaled to integers, split into residues "
-                "of eight moduli, one INT8 wgmma GEMM per modulus, recombined by the Chinese remainder theorem "
-                "(tf32x3 where INT8 wgmma is not had)",
+                "of eight moduli, one INT8 wgmma GEMM per modulus, recombined by the Chinese remainder theorem; "
+                "the engine's scheme (kernels/engine/ozaki.cu) checks each output's error bound against an INT8 "
+                "product of magnitudes and computes the few that fail in double (tf32x3 where INT8 wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/ladder/17_ozaki.cu",
-        .launch = fsg_ozaki_sgemm,
+        .launch = fsg_ozaki_sgemm, /* the engine's: the lesson's own launcher is the configuration "lesson" */
         .sass = "IGMMA",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),

@@ -1,0 +1,491 @@
+/*
+ * engine/ozaki.cu: the production ozaki (kernel="ozaki", and "ozaki:7" with
+ * seven moduli): rung 17's integer scheme with a scaling and a range check
+ * whose cost does not depend on the data.
+ *
+ * Rung 17 scales each row of A (column of B) by its largest element and sends
+ * a whole row to dot products in double when its rounding weighs too much
+ * against the row's own mass. Two things go wrong with that (issue 47,
+ * benchmarks/NOTES.md "Ozaki's range check, modelled on the CPU"):
+ *   - most rows of softmax outputs, of exponents spread wide, of data with one
+ *     outlier column, and of cancelling sums are flagged, though the integers
+ *     would have been accurate, and the double path is 70-460x slower;
+ *   - a small element of A that meets a large row of B is lost on A's grid
+ *     (and B's other elements on B's), and no check on a row alone sees it:
+ *     the result is silently 0.
+ * Here:
+ *   1. Scale by the 2-norm. Each row of A and column of B gets the power of two
+ *      that puts its 2-norm just under 2^(bits + h), h = floor(log2(K) / 2).
+ *      By Cauchy-Schwarz |C'| <= |a'|_2 |b'|_2 <= K 2^(bits_a + bits_b), the
+ *      same bound as the lesson's largest-element scaling, so the same moduli
+ *      hold the sums; but a row whose mass is spread keeps more bits. Every
+ *      integer stays below 2^31 (an element is at most its row's 2-norm).
+ *   2. Check each output, not each row. The rounding to integers moves a'_ik by
+ *      e_ik (|e| <= 1/2) and b'_kj by f_kj; the integer product then differs
+ *      from the scaled exact one by at most
+ *        U_ij = min(max|e_i| |b'_j|_1, sum|e_i| max|b'_j|) + (the same with a and b
+ *               swapped) + min(max|e_i| sum|f_j|, sum|e_i| max|f_j|),
+ *      from per-row and per-column sums the scale pass makes. Against it, a
+ *      lower bound of (|A| |B|)_ij: each |a'_ik| rounded down to a multiple of
+ *      1/64 of its row's largest (0 .. 64, an int8), each |b'_kj| likewise, and
+ *      their product on the INT8 tensor cores as one more plane of the GEMM
+ *      (its sums kept as floor(log2)). An output whose bound exceeds
+ *      kTolerance times that lower bound, or whose row or column holds Inf or
+ *      NaN, is a dot product in double; every other output is within
+ *      kTolerance |A| |B| of the exact one before its final rounding.
+ * What it costs over the lesson: one more INT8 plane (9 GEMM planes for 8
+ * moduli), a square and a few sums per element in the scale pass, and a few
+ * multiplies per output in the reconstruction. The share of outputs flagged
+ * bounds the rest: none on normal, uniform, spread-exponent, zero-row and
+ * cancelling data in the CPU model, under 1% (K = 4096) of softmax rows, 22%
+ * with one outlier column, all of them where A's small elements meet B's large
+ * rows.
+ * Limits as the lesson's: sm_90a (tf32x3 elsewhere, or where the workspace
+ * cannot be had), K in panels of at most 16384, split-K's slices and stacks
+ * one product at a time.
+ */
+#include "ladder/17_ozaki.cu"  // the moduli, the residues, the INT8 pipeline, the fallback's launcher
+
+namespace fsg {
+namespace engine {
+namespace ozaki {
+
+using namespace ::fsg::hopper;
+namespace lesson = ::fsg::hopper::ozaki;
+
+/* An output keeps the integer path where its error bound is at most this share of its (|A| |B|) lower bound:
+ * 2^-18, 64 units of FP32's 2^-24, against FP32's own worst case of K units. */
+constexpr float kTolerance = 0x1p-18f;
+constexpr int kSteps = 64;  // the magnitudes' grid: multiples of 1/64 of the row's largest
+
+/* What the check needs of one row of A or column of B, in its scaled units (x' = x 2^shift). */
+struct RowFacts {
+    float rounding_max;  // max |rint(x') - x'|, at most 1/2; 0 where every element is an integer; NaN where the
+                         // row holds an Inf or a NaN
+    float rounding_sum;  // sum |rint(x') - x'| (rounded up)
+    float mass;          // sum |x'| (rounded up)
+    float largest;       // max |x'|: below 2^31, exact
+};
+
+// ---- pass 1: each row's scale and facts ----
+/* As the lesson's scale_kernel, with the 2-norm's exponent for the scale: shift[row] puts the row's 2-norm in
+ * [2^(top - 1), 2^top) (top = bits + h, at most 31, from the launcher), and facts[row] as above. */
+template <int = 0>  // a template, so that no kernel of this file has a strong symbol of its own (as the lesson's)
+__global__ void __launch_bounds__(lesson::kScaleThreads)
+    scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts) {
+    static_assert(lesson::kScaleThreads == 8 * 32, "rows across k: 8 warps");
+    __shared__ double sum_of[8][32];
+    const int64_t blocks_a = a.along_k ? ceil_div(a.rows, (int64_t)8) : ceil_div(a.rows, (int64_t)32);
+    const bool is_a = blockIdx.x < blocks_a;
+    const lesson::Rows op = is_a ? a : b;
+    const int64_t block = is_a ? blockIdx.x : blockIdx.x - blocks_a;
+    const int top = is_a ? top_a : top_b;
+    const int64_t first = is_a ? 0 : a.rows;  // b's rows follow a's
+    const lesson::RowScan scan = {op.along_k, (int)threadIdx.x / 32, (int)threadIdx.x % 32};
+    const int64_t row = op.along_k ? block * 8 + scan.warp : block * 32 + scan.lane;
+    const int64_t k_first = op.along_k ? scan.lane : scan.warp, k_step = op.along_k ? 32 : 8;
+    const int64_t k_pitch = op.along_k ? 1 : op.ld, row_pitch = op.along_k ? op.ld : 1;
+    const float *src = op.src + (row < op.rows ? row : 0) * row_pitch;
+    const int64_t end = row < op.rows ? depth : 0;
+    const auto add = [](double x, double y) { return x + y; };
+    const auto larger = [](double x, double y) { return fmax(x, y); };
+
+    // The squares in double: a float's square, subnormal or near the largest, is a normal double.
+    double squares = 0.0, largest = 0.0, nonfinite = 0.0;
+    for (int64_t k = k_first; k < end; k += k_step) {
+        const float x = src[k * k_pitch];
+        if (isfinite(x)) {
+            squares = fma((double)x, (double)x, squares);
+            largest = fmax(largest, (double)fabsf(x));
+        } else {
+            nonfinite = 1.0;
+        }
+    }
+    squares = lesson::whole_row(scan, squares, add, sum_of);
+    largest = lesson::whole_row(scan, largest, larger, sum_of);
+    nonfinite = lesson::whole_row(scan, nonfinite, larger, sum_of);
+    const double norm = sqrt(squares);
+    const int row_shift = norm > 0.0 ? top - 1 - ilogb(norm) : 0;
+    const double scale = __longlong_as_double((int64_t)(1023 + row_shift) << 52);  // 2^row_shift
+
+    double mass = 0.0, rounding_sum = 0.0, rounding_max = 0.0;
+    for (int64_t k = k_first; k < end; k += k_step) {
+        const float x = src[k * k_pitch];
+        if (isfinite(x)) {
+            const double size = fabs((double)x) * scale;  // exact: a float times a power of two
+            const double moved = fabs(rint(size) - size);
+            mass += size;
+            rounding_sum += moved;
+            rounding_max = fmax(rounding_max, moved);
+        }
+    }
+    mass = lesson::whole_row(scan, mass, add, sum_of);
+    rounding_sum = lesson::whole_row(scan, rounding_sum, add, sum_of);
+    rounding_max = lesson::whole_row(scan, rounding_max, larger, sum_of);
+    if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
+    shift[first + row] = row_shift;
+    // The sums were rounded on the way (relative 2^-52 each); rounding up to float covers them many times over.
+    facts[first + row] = {nonfinite != 0.0 ? __int_as_float(0x7fffffff) : __double2float_ru(rounding_max), __double2float_ru(rounding_sum * (1.0 + 0x1p-40)),
+                          __double2float_ru(mass * (1.0 + 0x1p-40)), (float)(largest * scale)};
+}
+
+// ---- pass 2: the residues, and the magnitudes' plane ----
+struct SliceOperand {
+    lesson::SliceOperand base;  // rows, shifts, where the planes go and their pitch
+    const RowFacts *facts;      // this operand's rows' facts
+};
+
+/* The lesson's slice_kernel, writing one more plane after the moduli's: floor(64 |x'| / max|x'|) of each
+ * element (0 .. 64; 0 for Inf and NaN, whose rows are flagged whole). */
+template <int MODULI>
+__global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, SliceOperand b, int64_t depth,
+                                                             int64_t tiles_k) {
+    __shared__ float tile[kPackRows][lesson::kSliceK + 1];
+    constexpr int kSliceK = lesson::kSliceK;
+    const int64_t slices_k = tiles_k * (lesson::kKTile / kSliceK);
+    const int64_t blocks_a = a.base.row_tiles * slices_k;
+    const bool is_a = blockIdx.x < blocks_a;
+    const SliceOperand op = is_a ? a : b;
+    const int64_t id = is_a ? blockIdx.x : blockIdx.x - blocks_a;
+    const int64_t row0 = id / slices_k * kPackRows, k0 = id % slices_k * kSliceK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kWarps = kPackThreads / 32;
+    const lesson::Rows &src = op.base.rows;
+    if (src.along_k) {
+#pragma unroll 4
+        for (int r = warp; r < kPackRows; r += kWarps) {
+            const int64_t row = row0 + r, k = k0 + lane;
+            tile[r][lane] = row < src.rows && k < depth ? src.src[row * src.ld + k] : 0.0f;
+        }
+    } else {
+#pragma unroll 4
+        for (int kk = warp; kk < kSliceK; kk += kWarps)
+#pragma unroll
+            for (int r = lane; r < kPackRows; r += 32) {
+                const int64_t row = row0 + r, k = k0 + kk;
+                tile[r][kk] = row < src.rows && k < depth ? src.src[k * src.ld + row] : 0.0f;
+            }
+    }
+    __syncthreads();
+    static_assert(kPackThreads == kPackRows * kSliceK / 16, "one 16-byte chunk of output per thread");
+    const int r = threadIdx.x / 2, half = threadIdx.x % 2;
+    const int64_t row = row0 + r;
+    const double scale = row < src.rows ? __longlong_as_double((int64_t)(1023 + op.base.shift[row]) << 52) : 0.0;
+    const float largest = row < src.rows ? op.facts[row].largest : 0.0f;
+    const double steps = largest > 0.0f ? kSteps / (double)largest : 0.0;
+    int v[16], magnitude[16];
+    double v_exact[16];
+#pragma unroll
+    for (int u = 0; u < 16; ++u) {
+        const float x = tile[r][16 * half + u];
+        const double scaled = isfinite(x) ? (double)x * scale : 0.0;
+        const double rounded = scaled + lesson::kRoundingMagic;  // rint, |x'| < 2^31
+        v[u] = __double2loint(rounded);
+        v_exact[u] = rounded - lesson::kRoundingMagic;
+        magnitude[u] = min((int)(fabs(scaled) * steps), kSteps);  // truncation: floor of a non-negative value
+    }
+    const int chunk = (int)(k0 % lesson::kKTile) / 16 + half;
+    char *dst = op.base.dst + (row0 / kPackRows * tiles_k + k0 / lesson::kKTile) * (int64_t)kTileBytes +
+                r * lesson::kKTile + ((chunk ^ (r % 8)) * 16);
+    lesson::store_residues<0, MODULI>(v, v_exact, dst, op.base.plane);
+    uint4 word;
+    uint32_t *part = &word.x;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        part[q] = lesson::pack_bytes(magnitude[4 * q], magnitude[4 * q + 1], magnitude[4 * q + 2], magnitude[4 * q + 3]);
+    *reinterpret_cast<uint4 *>(dst + MODULI * op.base.plane) = word;
+}
+
+// ---- pass 3: the INT8 GEMMs, one plane more ----
+/* floor(log2(s)) of a magnitudes' sum (0 <= s < 2^27), -1 for 0: the lower bound's exponent, in a byte. */
+__device__ __forceinline__ int magnitude_exponent(int s) { return s > 0 ? 31 - __clz(s) : -1; }
+
+/* The lesson's gemm_kernel over moduli.count + 1 planes: plane moduli.count is the magnitudes', whose sums are
+ * stored as magnitude_exponent instead of residues. */
+template <int = 0>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(fsg_gemm g, const char *packed_a, const char *packed_b, int tiles_k, int64_t plane_a,
+                int64_t plane_b, int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli) {
+    extern __shared__ __align__(1024) float4 smem[];
+    constexpr int kStages = lesson::kStages, kStageFloats = lesson::kStageFloats, kBTiles = lesson::kBTiles;
+    const auto [stages, full, empty] = start_ring<kStages, kStageFloats>(smem);
+    const int tiles_m = (int)ceil_div(g.m, (int64_t)lesson::kBM), tiles_n = (int)ceil_div(g.n, (int64_t)lesson::kBN);
+    const int planes = moduli.count + 1;
+    const int64_t items = (int64_t)tiles_m * tiles_n * planes;
+    const int count = (int)ceil_div(items - blockIdx.x, (int64_t)gridDim.x) * tiles_k;
+    auto item_of = [&](int t) { return work_item(blockIdx.x + (int64_t)(t / tiles_k) * gridDim.x, tiles_m, tiles_n); };
+    const int tid = threadIdx.x, warpgroup = tid / 128;
+    if (warpgroup == 0) {
+        registers_down<kProducerRegisters>();
+        if (tid == 0) {
+            int k_tile = 0;
+            const char *a_tiles = nullptr, *b_tiles = nullptr;
+            auto copy = [&](int t, float *stage, uint64_t *bar) {
+                if (k_tile == 0) {
+                    const WorkItem w = item_of(t);  // w.z: the plane
+                    a_tiles = packed_a + w.z * plane_a + (int64_t)w.tile_m * tiles_k * kTileBytes;
+                    b_tiles = packed_b + w.z * plane_b + (int64_t)w.tile_n * kBTiles * tiles_k * kTileBytes;
+                }
+                const char *a = a_tiles + (int64_t)k_tile * kTileBytes, *b = b_tiles + (int64_t)k_tile * kTileBytes;
+                if (++k_tile == tiles_k) k_tile = 0;
+                bulk_load(stage, reinterpret_cast<const float *>(a), kTileBytes, bar);
+#pragma unroll
+                for (int j = 0; j < kBTiles; ++j)
+                    bulk_load(stage + (1 + j) * kTileFloats,
+                              reinterpret_cast<const float *>(b + (int64_t)j * tiles_k * kTileBytes), kTileBytes, bar);
+            };
+            produce_stages<kStages, kStageFloats>(stages, full, empty, count, copy);
+        }
+        return;
+    }
+    registers_up<kConsumerRegisters>();
+    const int consumer = warpgroup - 1;
+    uint32_t acc[kBTiles][64];
+    const int warp = (tid % 128) / 32, lane = tid % 32;
+    for (int t = 0, k_tile = 0; t < count; ++t) {
+        const int s = t % kStages;
+        mbarrier_wait(&full[s], (t / kStages) & 1);
+        const float *a = stages + s * kStageFloats + consumer * kWgRows * kBK;
+        const float *b = stages + s * kStageFloats + kTileFloats;
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < lesson::kKSteps; ++ks) {
+            const uint64_t da = descriptor(a + 8 * ks);
+#pragma unroll
+            for (int j = 0; j < kBTiles; ++j)
+                wgmma_64x128x32_s8(acc[j], da, descriptor(b + j * kTileFloats + 8 * ks), k_tile > 0 || ks > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (t > 0) mbarrier_arrive(&empty[(t - 1) % kStages]);
+        if (++k_tile < tiles_k) continue;
+        k_tile = 0;
+        wgmma_wait_all();
+#pragma unroll
+        for (int j = 0; j < kBTiles; ++j) touch_registers(acc[j]);
+        const WorkItem w = item_of(t);
+        const int plane_index = (int)w.z;
+        const bool magnitudes = plane_index == moduli.count;
+        const int64_t first_row = (int64_t)w.tile_m * lesson::kBM + consumer * kWgRows + warp * 16 + lane / 4;
+        const int64_t first_col = (int64_t)w.tile_n * lesson::kBN + 2 * (lane % 4);
+        const int m = magnitudes ? 1 : moduli.m[plane_index];
+        const double inverse = magnitudes ? 1.0 : moduli.inverse[plane_index];
+        int8_t *plane = residues + plane_index * plane_r;
+#pragma unroll
+        for (int j = 0; j < kBTiles; ++j)
+#pragma unroll
+            for (int i = 0; i < 64; i += 2) {
+                const int64_t row = first_row + 8 * ((i % 4) / 2), col = first_col + j * kPackRows + 8 * (i / 4);
+                if (row < g.m && col < g.n) {
+                    const int x0 = (int)acc[j][i], x1 = (int)acc[j][i + 1];
+                    const char2 pair =
+                        magnitudes ? make_char2((char)magnitude_exponent(x0), (char)magnitude_exponent(x1))
+                                   : make_char2((char)lesson::reduce(x0, m, inverse), (char)lesson::reduce(x1, m, inverse));
+                    *reinterpret_cast<char2 *>(plane + row * ldr + col) = pair;
+                }
+            }
+    }
+}
+
+// ---- pass 4: the Chinese remainder theorem, and the check ----
+/* Whether output (i, j) leaves the integer path: its row or column holds Inf or NaN, or its error bound U_ij
+ * (above) exceeds kTolerance times the lower bound of (|A| |B|)_ij from the magnitudes' exponent. */
+__device__ __forceinline__ bool leaves_integers(const RowFacts &a, const RowFacts &b, int exponent) {
+    if (isnan(a.rounding_max) || isnan(b.rounding_max)) return true;  // Inf or NaN: IEEE arithmetic, in double
+    const float bound = fminf(a.rounding_max * b.mass, a.rounding_sum * b.largest) +
+                        fminf(b.rounding_max * a.mass, b.rounding_sum * a.largest) +
+                        fminf(a.rounding_max * b.rounding_sum, a.rounding_sum * b.rounding_max);
+    if (bound == 0.0f) return false;  // every element on its grid: the integers are exact
+    if (exponent < 0) return true;    // no lower bound above zero
+    // |a'_ik| >= q_ik largest_a / 64, so (|A'| |B'|)_ij >= largest_a largest_b 2^exponent / 4096; 1 - 2^-16 covers
+    // the magnitudes' own rounding (a truncation of a product rounded once).
+    const float lower = a.largest * b.largest * ldexpf(1.0f - 0x1p-16f, exponent - 12);
+    return bound > kTolerance * lower;
+}
+
+/* The lesson's reconstruct_kernel, with the check per output in place of the rows and columns out of range:
+ * an output that leaves the integer path is a dot product in double in the thread that owns it. The columns'
+ * facts and shifts are read for each row (from L1): held in registers for all eight columns, they spilled. */
+template <int MODULI>
+__global__ void __launch_bounds__(lesson::kReconstructThreads)
+    reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli,
+                       const int *shift, const RowFacts *facts) {
+    constexpr int kColumns = lesson::kColumnsPerThread;
+    const int64_t j0 = ((int64_t)blockIdx.x * lesson::kReconstructThreads + threadIdx.x) * kColumns;
+    if (j0 >= g.n) return;
+    const int columns = g.n - j0 < kColumns ? (int)(g.n - j0) : kColumns;
+    const RowFacts *column = facts + g.m + j0;
+    const int *column_shift = shift + g.m + j0;
+    const bool whole_vectors = columns == kColumns && g.c == nullptr && g.ldd % 4 == 0 &&
+                               reinterpret_cast<uintptr_t>(g.d) % 16 == 0;
+    for (int64_t i = blockIdx.y; i < g.m; i += gridDim.y) {
+        const RowFacts row = facts[i];
+        uint2 bytes[MODULI];
+#pragma unroll
+        for (int t = 0; t < MODULI; ++t) {
+            const uint2 raw = *reinterpret_cast<const uint2 *>(residues + t * plane_r + i * ldr + j0);
+            bytes[t] = make_uint2(raw.x ^ 0x80808080u, raw.y ^ 0x80808080u);
+        }
+        const uint2 exponents = *reinterpret_cast<const uint2 *>(residues + MODULI * plane_r + i * ldr + j0);
+        const int row_shift = 1023 - shift[i];
+        float values[kColumns];
+        unsigned leave = 0;  // bit c: column c leaves the integers
+#pragma unroll
+        for (int c = 0; c < kColumns; ++c) {
+            const int exponent = (int)(int8_t)(((c < 4 ? exponents.x : exponents.y) >> (8 * (c % 4))) & 0xFFu);
+            if (c < columns && leaves_integers(row, column[c], exponent)) leave |= 1u << c;
+            uint64_t s = 0 - moduli.offsets;
+            float quotient = 0.0f;
+#pragma unroll
+            for (int t = 0; t < MODULI; ++t) {
+                const uint32_t bits = lesson::biased_residue(bytes[t], c);
+                s += (uint64_t)(bits - lesson::kFloatOf2To23) * moduli.weight[t];
+                quotient = fmaf(__uint_as_float(bits) - 8388736.0f, moduli.fraction[t], quotient);
+            }
+            const int64_t exact = (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
+            const int both = c < columns ? row_shift - column_shift[c] : 1023;
+            const double unscale = __longlong_as_double((int64_t)both << 52);
+            values[c] = (float)((double)exact * unscale);
+        }
+        if (whole_vectors && leave == 0) {
+            float4 *d = reinterpret_cast<float4 *>(g.d + i * g.ldd + j0);
+            d[0] = make_float4(g.alpha * values[0], g.alpha * values[1], g.alpha * values[2], g.alpha * values[3]);
+            d[1] = make_float4(g.alpha * values[4], g.alpha * values[5], g.alpha * values[6], g.alpha * values[7]);
+        } else {  // the integers' outputs first, so that no value waits in a register through a dot product
+#pragma unroll
+            for (int c = 0; c < kColumns; ++c)
+                if (c < columns && !((leave >> c) & 1u)) store_d(g, i, j0 + c, values[c]);
+            for (; leave != 0; leave &= leave - 1) {
+                const int c = __ffs(leave) - 1;
+                store_d(g, i, j0 + c, lesson::dot_in_double(g, i, j0 + c));
+            }
+        }
+    }
+}
+
+// ---- the launcher ----
+/* One panel's workspace: the lesson's with one plane more of each, and the facts. */
+struct Workspace {
+    int64_t tiles_k, row_tiles_a, row_tiles_b, plane_a, plane_b, ldr, plane_r, bytes;
+    int64_t at_b, at_residues, at_shift, at_facts;
+};
+inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
+    const int planes = moduli + 1;
+    Workspace w;
+    w.tiles_k = ceil_div(depth, (int64_t)lesson::kKTile);
+    w.row_tiles_a = ceil_div(m, (int64_t)lesson::kBM);
+    w.row_tiles_b = ceil_div(n, (int64_t)lesson::kBN) * lesson::kBTiles;
+    w.plane_a = w.row_tiles_a * w.tiles_k * kTileBytes;
+    w.plane_b = w.row_tiles_b * w.tiles_k * kTileBytes;
+    w.ldr = lesson::round_up(n, 16);
+    w.plane_r = lesson::round_up(m * w.ldr, 256);
+    w.at_b = planes * w.plane_a;
+    w.at_residues = w.at_b + planes * w.plane_b;
+    w.at_shift = w.at_residues + planes * w.plane_r;
+    w.at_facts = w.at_shift + lesson::round_up((m + n) * (int64_t)sizeof(int), 256);
+    w.bytes = w.at_facts + lesson::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
+    return w;
+}
+
+/* The exponent bound of the scaled 2-norms, A's and B's: bits_a + h and bits_b + h with bits_a + bits_b the
+ * product's bits and 2^(2h) <= depth, so that |C'| <= 2^(top_a + top_b) <= depth 2^bits <= P / 4; each at most
+ * 31, so that every integer fits an int. */
+inline void norm_tops(const lesson::Moduli &mod, int64_t depth, int *top_a, int *top_b) {
+    const int bits = lesson::product_bits(mod, depth);
+    int h = 0;
+    while (((int64_t)1 << (2 * (h + 1))) <= depth) ++h;
+    *top_a = (bits + 1) / 2 + h < 31 ? (bits + 1) / 2 + h : 31;
+    *top_b = bits / 2 + h < 31 ? bits / 2 + h : 31;
+}
+
+template <int MODULI>
+void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms, cudaStream_t stream) {
+    const Workspace w = workspace_of(MODULI, g.m, g.n, g.k);
+    int top_a, top_b;
+    norm_tops(mod, g.k, &top_a, &top_b);
+    int *shift = reinterpret_cast<int *>(base + w.at_shift);
+    RowFacts *facts = reinterpret_cast<RowFacts *>(base + w.at_facts);
+    int8_t *residues = reinterpret_cast<int8_t *>(base + w.at_residues);
+    const lesson::Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
+    const int64_t scale_blocks = (a.along_k ? ceil_div(g.m, (int64_t)8) : ceil_div(g.m, (int64_t)32)) +
+                                 (b.along_k ? ceil_div(g.n, (int64_t)8) : ceil_div(g.n, (int64_t)32));
+    ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(a, b, g.k, top_a, top_b, shift,
+                                                                              facts);
+    const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts};
+    const SliceOperand slice_b = {{b, shift + g.m, base + w.at_b, w.row_tiles_b, w.plane_b}, facts + g.m};
+    const int64_t slices_k = w.tiles_k * (lesson::kKTile / lesson::kSliceK);
+    ::fsg::engine::ozaki::slice_kernel<MODULI><<<(unsigned)((w.row_tiles_a + w.row_tiles_b) * slices_k), kPackThreads, 0, stream>>>(
+        slice_a, slice_b, g.k, w.tiles_k);
+    const int64_t items = w.row_tiles_a * ceil_div(g.n, (int64_t)lesson::kBN) * (MODULI + 1);
+    const dim3 grid((unsigned)(items < sms ? items : sms));
+    launch_with_smem(::fsg::engine::ozaki::gemm_kernel<>, grid, kThreads, lesson::kSmemBytes, stream, g, (const char *)base,
+                     (const char *)(base + w.at_b), (int)w.tiles_k, w.plane_a, w.plane_b, residues, w.ldr, w.plane_r,
+                     mod);
+    const int64_t row_groups = ceil_div(g.m, (int64_t)lesson::kRowsPerThread);
+    const dim3 rows_grid((unsigned)ceil_div(g.n, (int64_t)(lesson::kReconstructThreads * lesson::kColumnsPerThread)),
+                         (unsigned)(row_groups < 65535 ? row_groups : 65535));
+    ::fsg::engine::ozaki::reconstruct_kernel<MODULI><<<rows_grid, lesson::kReconstructThreads, 0, stream>>>(
+        g, residues, w.ldr, w.plane_r, mod, shift, facts);
+}
+
+/* The whole call, as the lesson's launch: split-K's slices one after another, each in panels of at most
+ * kPanelK adding onto D. *launched stays false, with nothing enqueued, where this path cannot run. */
+template <int MODULI>
+cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    const fsg_gemm &g = *problem;
+    if (g.k == 0 || batch.count > 1) return cudaSuccess;
+    const int64_t slices = g.k_slice > 0 ? ceil_div(g.k, g.k_slice) : 1;
+    const int64_t deepest = g.k_slice > 0 ? g.k_slice : g.k;
+    const int64_t panel_k = deepest < lesson::kPanelK ? deepest : lesson::kPanelK;
+    const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k);
+    const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (lesson::kKTile / lesson::kSliceK);
+    const int64_t gemm_items = w.row_tiles_a * (w.row_tiles_b / lesson::kBTiles) * (MODULI + 1);
+    if (slice_blocks > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)
+        return cudaSuccess;
+    const lesson::Moduli mod = lesson::moduli_of(MODULI);
+    int sms;
+    cudaError_t err = current_sm_count(&sms);
+    if (err != cudaSuccess) return err;
+    WorkspaceSource source;
+    err = workspace_source(&source);
+    if (err != cudaSuccess) return err;
+    char *base;
+    err = take_workspace(source, (size_t)w.bytes, stream, &base);
+    if (err != cudaSuccess || base == nullptr) return err;  // no workspace: tf32x3 runs instead
+    *launched = true;
+    for (int64_t z = 0; z < slices && err == cudaSuccess; ++z) {
+        const fsg_gemm whole = g.k_slice > 0 ? lesson::slice_problem(g, z) : g;
+        for (int64_t k0 = 0; k0 < whole.k && err == cudaSuccess; k0 += lesson::kPanelK) {
+            fsg_gemm panel = whole;
+            panel.a += whole.a_trans ? k0 * whole.lda : k0;
+            panel.b += whole.b_trans ? k0 : k0 * whole.ldb;
+            panel.k = whole.k - k0 < lesson::kPanelK ? whole.k - k0 : lesson::kPanelK;
+            if (k0 > 0) {  // onto the panels before
+                panel.c = whole.d;
+                panel.ldc = whole.ldd;
+                panel.beta = 1.0f;
+            }
+            ::fsg::engine::ozaki::run_panel<MODULI>(panel, mod, base, sms, stream);
+            err = cudaGetLastError();
+        }
+    }
+    const cudaError_t freed = give_workspace(base, (size_t)w.bytes, stream);
+    return err != cudaSuccess ? err : freed;
+}
+
+}  // namespace ozaki
+}  // namespace engine
+}  // namespace fsg
+
+/* Eight moduli: kernel="ozaki". tf32x3 where this path cannot run. */
+extern "C" cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::engine::ozaki::launch<8>,
+                                            fsg_tf32x3_sgemm);
+}
+
+/* Seven moduli: kernel="ozaki:7", 8 bits fewer between the scaled operands, an eighth less INT8 work. */
+extern "C" cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::engine::ozaki::launch<7>,
+                                            fsg_tf32x3_sgemm);
+}
