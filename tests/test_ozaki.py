@@ -76,13 +76,17 @@ def wide(rng, rows, cols, span):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_exponents_across_2_to_the_80_within_4x_cublas(kernel, rng):
-    """Every row spans 2^-40 .. 2^40: far past what bits_a can hold, so each row is out of range and its outputs
-    are dot products in double. Both errors within 4x cuBLAS FP32's."""
+    """Every row spans 2^-40 .. 2^40: far past what the lesson's bits_a can hold, so there each row is out of range
+    and its outputs are dot products in double; the engine's 2-norm scaling keeps them on the integers. Both errors
+    within 4x cuBLAS FP32's (ozaki:7, near-fp32: the Frobenius error, and each output within its check's bound)."""
     A, B = wide(rng, 192, 512, 40), wide(rng, 512, 160, 40)
     exact = reference(A, B)
     mine, cublas = run(kernel, A, B), run("cublas", A, B)
     assert frobenius_error(mine, exact) <= 4 * frobenius_error(cublas, exact)
-    assert componentwise_error(mine, exact, A, B) <= 4 * componentwise_error(cublas, exact, A, B)
+    if kernel == "ozaki:7":  # near-fp32: each output within its check's 2^-15 of |A| |B| (2.9e-6 on the H200)
+        assert componentwise_error(mine, exact, A, B) <= 2.0**-15 + 2.0**-23
+    else:
+        assert componentwise_error(mine, exact, A, B) <= 4 * componentwise_error(cublas, exact, A, B)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -191,14 +195,15 @@ def operand_class(name, rng, m, k, n):
 @pytest.mark.parametrize("k", [1000, 16384])
 def test_every_output_within_the_checks_bound(kernel, data, k, rng):
     """The engine's contract (kernels/engine/ozaki.cu): an output keeps the integer path only where its error bound
-    is at most 2^-18 of its lower bound of (|A| |B|)_ij, and the rest are dot products in double; so every output,
-    after its rounding to float, is within (2^-18 + 2^-23) (|A| |B|)_ij of the exact product, whatever the data."""
+    is at most 2^-18 (seven moduli: 2^-15) of its lower bound of (|A| |B|)_ij, and the rest are dot products in
+    double; so every output, after its rounding to float, is within that plus 2^-23 of (|A| |B|)_ij of the exact
+    product, whatever the data."""
     A, B = operand_class(data, rng, 96, k, 80)
     exact = reference(A, B)
     mine = run(kernel, A, B)
     scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
     worst = np.max(np.abs(mine - exact) / np.where(scale > 0, scale, 1.0))
-    assert worst <= 2.0**-18 + 2.0**-23, f"{kernel} on {data}: {worst:.2e} of |A| |B|"
+    assert worst <= (2.0**-18 if kernel == "ozaki" else 2.0**-15) + 2.0**-23, f"{kernel} on {data}: {worst:.2e} of |A| |B|"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -53,9 +53,12 @@ namespace ozaki {
 using namespace ::fsg::hopper;
 namespace lesson = ::fsg::hopper::ozaki;
 
-/* An output keeps the integer path where its error bound is at most this share of its (|A| |B|) lower bound:
- * 2^-18, 64 units of FP32's 2^-24, against FP32's own worst case of K units. */
-constexpr float kTolerance = 0x1p-18f;
+/* An output keeps the integer path where its error bound is at most this share of its (|A| |B|) lower bound.
+ * Eight moduli: 2^-18, 64 units of FP32's 2^-24, against FP32's own worst case of K units. Seven moduli carry 8
+ * bits fewer, so that at 2^-18 ordinary data would leave the integers too (their bound is near 2^-18 there):
+ * 2^-15, within FP32's worst case from K = 512 up, never auto's (near-fp32). */
+template <int MODULI>
+constexpr float kTolerance = MODULI >= 8 ? 0x1p-18f : 0x1p-15f;
 constexpr int kSteps = 64;  // the magnitudes' grid: multiples of 1/64 of the row's largest
 
 /* What the check needs of one row of A or column of B, in its scaled units (x' = x 2^shift). */
@@ -182,7 +185,9 @@ __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, Sli
         const double rounded = scaled + lesson::kRoundingMagic;  // rint, |x'| < 2^31
         v[u] = __double2loint(rounded);
         v_exact[u] = rounded - lesson::kRoundingMagic;
-        magnitude[u] = min((int)(fabs(scaled) * steps), kSteps);  // truncation: floor of a non-negative value
+        // rint(q - 1/2) <= floor(q) for q = 64 |x'| / max|x'| in 0 .. 64 (a lower bound is all the check needs), by
+        // the same rounding trick: a conversion instruction would cost a quarter-rate pipe.
+        magnitude[u] = __double2loint(fma(fabs(scaled), steps, -0.5) + lesson::kRoundingMagic);
     }
     const int chunk = (int)(k0 % lesson::kKTile) / 16 + half;
     char *dst = op.base.dst + (row0 / kPackRows * tiles_k + k0 / lesson::kKTile) * (int64_t)kTileBytes +
@@ -288,34 +293,67 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---- pass 4: the Chinese remainder theorem, and the check ----
-/* Whether output (i, j) leaves the integer path: its row or column holds Inf or NaN, or its error bound U_ij
- * (above) exceeds kTolerance times the lower bound of (|A| |B|)_ij from the magnitudes' exponent. */
-__device__ __forceinline__ bool leaves_integers(const RowFacts &a, const RowFacts &b, int exponent) {
+/* 2^e as a float, for -126 <= e <= 127: built from its exponent bits (ldexpf handles every case, slowly). */
+__device__ __forceinline__ float power_of_two(int e) { return __int_as_float((e + 127) << 23); }
+
+/* The error bound U_ij (above) from a row's facts and a column's, or from upper bounds of a column's. */
+__device__ __forceinline__ float error_bound(const RowFacts &a, float b_rounding_max, float b_rounding_sum,
+                                             float b_mass, float b_largest) {
+    return fminf(a.rounding_max * b_mass, a.rounding_sum * b_largest) +
+           fminf(b_rounding_max * a.mass, b_rounding_sum * a.largest) +
+           fminf(a.rounding_max * b_rounding_sum, a.rounding_sum * b_rounding_max);
+}
+
+/* Whether a bound U stays within `tolerance` of the lower bound of (|A'| |B'|)_ij: |a'_ik| >= q_ik largest_a / 64
+ * and |b'_kj| likewise, so (|A'| |B'|)_ij >= largest_a largest_b 2^exponent / 4096; 1 - 2^-16 covers the
+ * magnitudes' own rounding (a truncation of a product rounded once). An exponent of -1: no lower bound. */
+__device__ __forceinline__ bool within(float bound, float a_largest, float b_largest, int exponent, float tolerance) {
+    if (bound == 0.0f) return true;  // every element on its grid: the integers are exact
+    if (exponent < 0) return false;
+    return bound <= tolerance * (a_largest * b_largest * power_of_two(exponent - 12) * (1.0f - 0x1p-16f));
+}
+
+/* Whether output (i, j) leaves the integer path: its row or column holds Inf or NaN (a NaN rounding_max), or its
+ * error bound exceeds `tolerance` times the lower bound of (|A'| |B'|)_ij. */
+__device__ __forceinline__ bool leaves_integers(const RowFacts &a, const RowFacts &b, int exponent, float tolerance) {
     if (isnan(a.rounding_max) || isnan(b.rounding_max)) return true;  // Inf or NaN: IEEE arithmetic, in double
-    const float bound = fminf(a.rounding_max * b.mass, a.rounding_sum * b.largest) +
-                        fminf(b.rounding_max * a.mass, b.rounding_sum * a.largest) +
-                        fminf(a.rounding_max * b.rounding_sum, a.rounding_sum * b.rounding_max);
-    if (bound == 0.0f) return false;  // every element on its grid: the integers are exact
-    if (exponent < 0) return true;    // no lower bound above zero
-    // |a'_ik| >= q_ik largest_a / 64, so (|A'| |B'|)_ij >= largest_a largest_b 2^exponent / 4096; 1 - 2^-16 covers
-    // the magnitudes' own rounding (a truncation of a product rounded once).
-    const float lower = a.largest * b.largest * ldexpf(1.0f - 0x1p-16f, exponent - 12);
-    return bound > kTolerance * lower;
+    return !within(error_bound(a, b.rounding_max, b.rounding_sum, b.mass, b.largest), a.largest, b.largest, exponent,
+                   tolerance);
+}
+
+/* The exponent byte of column c of eight, sign-extended. */
+__device__ __forceinline__ int exponent_of(uint2 exponents, int c) {
+    return (int)(int8_t)(((c < 4 ? exponents.x : exponents.y) >> (8 * (c % 4))) & 0xFFu);
 }
 
 /* The lesson's reconstruct_kernel, with the check per output in place of the rows and columns out of range:
- * an output that leaves the integer path is a dot product in double in the thread that owns it. The columns'
- * facts and shifts are read for each row (from L1): held in registers for all eight columns, they spilled. */
+ * an output that leaves the integer path is a dot product in double in the thread that owns it. A thread checks
+ * its eight columns of a row at once first, against the columns' facts folded (the largest of each, the smallest
+ * largest element, the smallest exponent): where that passes, so does each output; only where it fails are the
+ * columns' own facts read (from L1). Read for every row, they made the kernel 4-5x the lesson's (a 16-byte load
+ * per output at a 128-byte stride across the warp); held in registers for all eight columns, they spilled. */
 template <int MODULI>
 __global__ void __launch_bounds__(lesson::kReconstructThreads)
     reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli,
                        const int *shift, const RowFacts *facts) {
     constexpr int kColumns = lesson::kColumnsPerThread;
+    constexpr float kTol = kTolerance<MODULI>;
     const int64_t j0 = ((int64_t)blockIdx.x * lesson::kReconstructThreads + threadIdx.x) * kColumns;
     if (j0 >= g.n) return;
     const int columns = g.n - j0 < kColumns ? (int)(g.n - j0) : kColumns;
     const RowFacts *column = facts + g.m + j0;
     const int *column_shift = shift + g.m + j0;
+    float b_rounding_max = 0.0f, b_rounding_sum = 0.0f, b_mass = 0.0f, b_largest = 0.0f, b_smallest = INFINITY;
+    bool b_special = false;
+    for (int c = 0; c < columns; ++c) {
+        const RowFacts f = column[c];
+        b_special |= isnan(f.rounding_max);
+        b_rounding_max = fmaxf(b_rounding_max, f.rounding_max);
+        b_rounding_sum = fmaxf(b_rounding_sum, f.rounding_sum);
+        b_mass = fmaxf(b_mass, f.mass);
+        b_largest = fmaxf(b_largest, f.largest);
+        b_smallest = fminf(b_smallest, f.largest);
+    }
     const bool whole_vectors = columns == kColumns && g.c == nullptr && g.ldd % 4 == 0 &&
                                reinterpret_cast<uintptr_t>(g.d) % 16 == 0;
     for (int64_t i = blockIdx.y; i < g.m; i += gridDim.y) {
@@ -327,13 +365,21 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
             bytes[t] = make_uint2(raw.x ^ 0x80808080u, raw.y ^ 0x80808080u);
         }
         const uint2 exponents = *reinterpret_cast<const uint2 *>(residues + MODULI * plane_r + i * ldr + j0);
+        unsigned leave = 0;  // bit c: column c leaves the integers
+        bool all_stay = false;
+        if (!b_special && !isnan(row.rounding_max)) {
+            int smallest_exponent = 127;
+            for (int c = 0; c < columns; ++c) smallest_exponent = min(smallest_exponent, exponent_of(exponents, c));
+            all_stay = within(error_bound(row, b_rounding_max, b_rounding_sum, b_mass, b_largest), row.largest,
+                              b_smallest, smallest_exponent, kTol);
+        }
+        if (!all_stay)
+            for (int c = 0; c < columns; ++c)
+                if (leaves_integers(row, column[c], exponent_of(exponents, c), kTol)) leave |= 1u << c;
         const int row_shift = 1023 - shift[i];
         float values[kColumns];
-        unsigned leave = 0;  // bit c: column c leaves the integers
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
-            const int exponent = (int)(int8_t)(((c < 4 ? exponents.x : exponents.y) >> (8 * (c % 4))) & 0xFFu);
-            if (c < columns && leaves_integers(row, column[c], exponent)) leave |= 1u << c;
             uint64_t s = 0 - moduli.offsets;
             float quotient = 0.0f;
 #pragma unroll
