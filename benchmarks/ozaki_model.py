@@ -119,6 +119,47 @@ def pair_check(a: np.ndarray, b: np.ndarray, moduli: int, tau: float, levels: in
     return scaled, flagged, bound, lower
 
 
+def high_band(x: np.ndarray, gap: float, most: int) -> np.ndarray:
+    """Each row's high band, as a mask: its largest elements, in order, while each is more than 2^gap times the
+    root mean square (over the row's whole depth) of the elements below it, and at most `most` of them. A row of
+    ordinary data has none; a softmax row, its few dominant elements; a row with one outlier, that element."""
+    m = np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0.0)
+    order = np.argsort(-m, axis=1, kind="stable")
+    ordered = np.take_along_axis(m, order, axis=1)
+    # The squares below each position, summed from the smallest up: subtracting the top ones from the row's whole
+    # sum would cancel (2^100 against ordinary squares).
+    below = np.cumsum((ordered ** 2)[:, ::-1], axis=1)[:, ::-1]
+    below = np.concatenate([below[:, 1:], np.zeros((x.shape[0], 1))], axis=1)[:, :most]
+    rest = np.sqrt(below / x.shape[1])
+    leading = np.cumprod(ordered[:, :most] > 2.0**gap * rest, axis=1).astype(bool)
+    mask = np.zeros(x.shape, bool)
+    np.put_along_axis(mask, order[:, :most], leading, axis=1)
+    return mask & (m > 0)
+
+
+def band_check(a: np.ndarray, b: np.ndarray, moduli: int, tau: float, gap: float, most: int, levels: int = 6):
+    """pair_check with each row of A and column of B split in two: its high band (high_band: few elements, kept
+    exact and multiplied in double, A's high band against all of B and the rest of A against B's) and the rest, on
+    the integer path scaled by the rest's own root mean square. The check bounds the integer path's error (the
+    rest's rounding) against a lower bound of the whole |A| |B|: the rests' magnitudes product, each on the 1/64
+    grid of its own largest element, plus the high bands' terms, exact (on the GPU, beside their products).
+    Returns (C, the outputs flagged, U, the high bands' shares of A's and B's elements)."""
+    band_a, band_b = high_band(a, gap, most), high_band(b.T, gap, most).T
+    rest_a, rest_b = np.where(band_a, 0.0, a).astype(np.float32), np.where(band_b, 0.0, b).astype(np.float32)
+    ints, _, bound, lower = pair_check(rest_a, rest_b, moduli, tau, levels)
+    high_a, high_b = np.where(band_a, a, 0.0).astype(np.float64), np.where(band_b, b, 0.0).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        high = high_a @ b.astype(np.float64) + rest_a.astype(np.float64) @ high_b
+        # the integer path's result, before its rounding to float32 (pair_check rounds it; the difference is
+        # within the float32 rounding the sum gets anyway)
+        result = (ints.astype(np.float64) + high).astype(np.float32)
+        magnitudes = lambda x: np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0.0)  # noqa: E731
+        lower = lower + np.abs(high_a) @ magnitudes(b) + magnitudes(rest_a) @ np.abs(high_b)
+    special = ~np.isfinite(a).all(axis=1)[:, None] | ~np.isfinite(b).all(axis=0)[None, :]
+    flagged = special | (bound > tau * lower)
+    return result, flagged, bound, float(band_a.mean()), float(band_b.mean())
+
+
 def errors(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> dict:
     finite = np.isfinite(want)
     g, w = got[finite].astype(np.float64), want[finite]
@@ -149,6 +190,10 @@ def make_class(name: str, n: int, k: int, rng: np.random.Generator) -> tuple[np.
         a = (rng.random((n, k)) * 2.0 - 1.0).astype(np.float32)
         a[:, 7] *= np.float32(2.0**20)
         return a, normal(k, n)
+    if name == "sixteen columns 2^20 above the rest":  # more outliers a row than a high band of four holds
+        a = (rng.random((n, k)) * 2.0 - 1.0).astype(np.float32)
+        a[:, 7:k:k // 16] *= np.float32(2.0**20)
+        return a, normal(k, n)
     if name == "zero rows":
         a = normal(n, k)
         a[::3] = 0.0
@@ -176,7 +221,7 @@ def make_class(name: str, n: int, k: int, rng: np.random.Generator) -> tuple[np.
 
 CLASSES = ["normal", "uniform [0, 1)", "softmax rows", "exponents over 2^-40 .. 2^40",
            "one column 2^20 above the rest", "zero rows", "Inf and NaN", "cancellation to 2^-20",
-           "small elements of A against large rows of B"]
+           "small elements of A against large rows of B", "sixteen columns 2^20 above the rest"]
 
 
 def class_data(name: str, index: int, args):
@@ -213,9 +258,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--pairs", type=float, metavar="TAU",
                         help="instead: the check on pairs (pair_check) with this tau, rows and columns scaled by RMS")
+    parser.add_argument("--bands", type=float, metavar="TAU",
+                        help="instead: the check on pairs with each row's high band taken out (band_check)")
+    parser.add_argument("--gap", type=float, default=4.0, help="--bands: a high element is 2^gap times the rest's RMS")
+    parser.add_argument("--most", type=int, default=4, help="--bands: at most this many high elements a row")
     args = parser.parse_args()
     if args.pairs:
         pairs(args)
+        return
+    if args.bands:
+        bands(args)
         return
     bits = product_bits(args.moduli, args.k)
     print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli: bits {bits[0]} (A) + {bits[1]} (B)")
@@ -265,6 +317,28 @@ def pairs(args) -> None:
         print(f"{name:<45} {row['flagged']:8.2%} {str(held):>10}   {cell(row['result']):>23}   "
               f"{cell(row['fp32_numpy']):>19}")
     write_out(args, tau=args.pairs, rows=rows)
+
+
+def bands(args) -> None:
+    """band_check per class: the outputs flagged, the high bands' shares, and the error with the flagged outputs
+    computed exactly, against FP32's."""
+    print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli, tau {args.bands:g}, gap 2^{args.gap:g}, "
+          f"at most {args.most} a row")
+    print(f"{'class':<45} {'flagged':>8} {'A high':>7} {'B high':>7}   {'integers + bands, flagged exact':>31}   "
+          f"{'FP32 (NumPy)':>19}")
+    rows = []
+    for index, name in enumerate(args.classes):
+        a, b, want, ab, fp32 = class_data(name, index, args)
+        got, flagged, _, high_a, high_b = band_check(a, b, args.moduli, args.bands, args.gap, args.most)
+        result = got.copy()
+        with np.errstate(invalid="ignore", over="ignore"):
+            result[flagged] = want[flagged].astype(np.float32)
+        row = {"class": name, "flagged": float(flagged.mean()), "high_a": high_a, "high_b": high_b,
+               "result": errors(result, want, ab), "fp32_numpy": errors(fp32, want, ab)}
+        rows.append(row)
+        print(f"{name:<45} {row['flagged']:8.2%} {high_a:7.3%} {high_b:7.3%}   {cell(row['result']):>31}   "
+              f"{cell(row['fp32_numpy']):>19}")
+    write_out(args, tau=args.bands, gap=args.gap, most=args.most, rows=rows)
 
 
 if __name__ == "__main__":
