@@ -117,7 +117,8 @@ measure() {
 suite() {
     local run=(python3 -m pytest -q -rs -p no:cacheprovider --ignore=tests/test_compiled_kernels.py)
     local two_gpu_files=(tests/test_multi_gpu.py tests/test_dask.py tests/test_device_memory.py
-                         tests/test_reliability.py tests/test_device_arrays.py tests/test_testing_module.py)
+                         tests/test_reliability.py tests/test_device_arrays.py tests/test_testing_module.py
+                         tests/test_threads.py)
     local ignores=() f second status=0
     for f in "${two_gpu_files[@]}"; do ignores+=(--ignore="$f"); done
     if [ "$gpus" -ge 2 ]; then
