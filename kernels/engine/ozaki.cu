@@ -151,24 +151,8 @@ __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, Sli
     const SliceOperand op = is_a ? a : b;
     const int64_t id = is_a ? blockIdx.x : blockIdx.x - blocks_a;
     const int64_t row0 = id / slices_k * kPackRows, k0 = id % slices_k * kSliceK;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    constexpr int kWarps = kPackThreads / 32;
     const lesson::Rows &src = op.base.rows;
-    if (src.along_k) {
-#pragma unroll 4
-        for (int r = warp; r < kPackRows; r += kWarps) {
-            const int64_t row = row0 + r, k = k0 + lane;
-            tile[r][lane] = row < src.rows && k < depth ? src.src[row * src.ld + k] : 0.0f;
-        }
-    } else {
-#pragma unroll 4
-        for (int kk = warp; kk < kSliceK; kk += kWarps)
-#pragma unroll
-            for (int r = lane; r < kPackRows; r += 32) {
-                const int64_t row = row0 + r, k = k0 + kk;
-                tile[r][kk] = row < src.rows && k < depth ? src.src[k * src.ld + row] : 0.0f;
-            }
-    }
+    lesson::load_slice(tile, src, row0, k0, depth);
     __syncthreads();
     static_assert(kPackThreads == kPackRows * kSliceK / 16, "one 16-byte chunk of output per thread");
     const int r = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -380,15 +364,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
         float values[kColumns];
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
-            uint64_t s = 0 - moduli.offsets;
-            float quotient = 0.0f;
-#pragma unroll
-            for (int t = 0; t < MODULI; ++t) {
-                const uint32_t bits = lesson::biased_residue(bytes[t], c);
-                s += (uint64_t)(bits - lesson::kFloatOf2To23) * moduli.weight[t];
-                quotient = fmaf(__uint_as_float(bits) - 8388736.0f, moduli.fraction[t], quotient);
-            }
-            const int64_t exact = (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
+            const int64_t exact = lesson::recombined<MODULI>(bytes, c, moduli);
             const int both = c < columns ? row_shift - column_shift[c] : 1023;
             const double unscale = __longlong_as_double((int64_t)both << 52);
             values[c] = (float)((double)exact * unscale);

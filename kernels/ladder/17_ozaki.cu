@@ -273,19 +273,12 @@ struct SliceOperand {
 /* Both operands in one launch, A's blocks first: a block converts kPackRows rows x kSliceK k (read through
  * shared memory as rung 14's pack pass reads, coalesced in either layout) and a thread writes 16 k of one row,
  * a 16-byte chunk of its 128-byte row, once per modulus. Rows and k past the matrix are zeros. */
-template <int MODULI>
-__global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, SliceOperand b, int64_t depth,
-                                                             int64_t tiles_k) {
-    __shared__ float tile[kPackRows][kSliceK + 1];
-    const int64_t slices_k = tiles_k * (kKTile / kSliceK);
-    const int64_t blocks_a = a.row_tiles * slices_k;
-    const bool is_a = blockIdx.x < blocks_a;
-    const SliceOperand op = is_a ? a : b;
-    const int64_t id = is_a ? blockIdx.x : blockIdx.x - blocks_a;
-    const int64_t row0 = id / slices_k * kPackRows, k0 = id % slices_k * kSliceK;
+/* kPackRows rows x kSliceK k of an operand from (row0, k0) into shared memory, zeros past its edges: along k,
+ * a warp reads a row's 32 k; across k, a warp reads 32 rows of one k (coalesced either way). */
+__device__ __forceinline__ void load_slice(float (&tile)[kPackRows][kSliceK + 1], const Rows &src, int64_t row0,
+                                           int64_t k0, int64_t depth) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     constexpr int kWarps = kPackThreads / 32;
-    const Rows &src = op.rows;
     if (src.along_k) {
 #pragma unroll 4
         for (int r = warp; r < kPackRows; r += kWarps) {
@@ -301,6 +294,20 @@ __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, Sli
                 tile[r][kk] = row < src.rows && k < depth ? src.src[k * src.ld + row] : 0.0f;
             }
     }
+}
+
+template <int MODULI>
+__global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, SliceOperand b, int64_t depth,
+                                                             int64_t tiles_k) {
+    __shared__ float tile[kPackRows][kSliceK + 1];
+    const int64_t slices_k = tiles_k * (kKTile / kSliceK);
+    const int64_t blocks_a = a.row_tiles * slices_k;
+    const bool is_a = blockIdx.x < blocks_a;
+    const SliceOperand op = is_a ? a : b;
+    const int64_t id = is_a ? blockIdx.x : blockIdx.x - blocks_a;
+    const int64_t row0 = id / slices_k * kPackRows, k0 = id % slices_k * kSliceK;
+    const Rows &src = op.rows;
+    load_slice(tile, src, row0, k0, depth);
     __syncthreads();
     static_assert(kPackThreads == kPackRows * kSliceK / 16, "one 16-byte chunk of output per thread");
     const int r = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -455,6 +462,20 @@ __device__ __forceinline__ uint32_t biased_residue(uint2 offset_bytes, int c) {
 }
 constexpr uint32_t kFloatOf2To23 = 0x4B000000u;
 
+/* C'_ij of column c of eight from its residues (each + 128, a byte of bytes[t] per modulus), as below. */
+template <int MODULI>
+__device__ __forceinline__ int64_t recombined(const uint2 (&bytes)[MODULI], int c, const Moduli &moduli) {
+    uint64_t s = 0 - moduli.offsets;
+    float quotient = 0.0f;
+#pragma unroll
+    for (int t = 0; t < MODULI; ++t) {
+        const uint32_t bits = biased_residue(bytes[t], c);
+        s += (uint64_t)(bits - kFloatOf2To23) * moduli.weight[t];
+        quotient = fmaf(__uint_as_float(bits) - 8388736.0f, moduli.fraction[t], quotient);  // 2^23 + 128
+    }
+    return (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
+}
+
 /* D(i, j) = alpha C'_ij 2^-(sa_i + sb_j) + beta C(i, j), C' recovered from its residues r_t:
  *   S = sum_t r_t weight_t is congruent to C' modulo P, and C' = S - P round(S / P), since |C'| < P / 4;
  *   S / P = sum_t r_t fraction_t, which a float sum of at most 8 terms of at most 128 gets to within 2^-10,
@@ -498,15 +519,7 @@ __global__ void __launch_bounds__(kReconstructThreads)
         float values[kColumnsPerThread];
 #pragma unroll
         for (int c = 0; c < kColumnsPerThread; ++c) {
-            uint64_t s = 0 - moduli.offsets;
-            float quotient = 0.0f;
-#pragma unroll
-            for (int t = 0; t < MODULI; ++t) {
-                const uint32_t bits = biased_residue(bytes[t], c);
-                s += (uint64_t)(bits - kFloatOf2To23) * moduli.weight[t];
-                quotient = fmaf(__uint_as_float(bits) - 8388736.0f, moduli.fraction[t], quotient);  // 2^23 + 128
-            }
-            const int64_t exact = (int64_t)(s - (uint64_t)(int64_t)__float2int_rn(quotient) * moduli.product);
+            const int64_t exact = recombined<MODULI>(bytes, c, moduli);
             // 2^-(sa_i + sb_j), built from its exponent: |sa_i + sb_j| < 400, a normal double.
             const double unscale = __longlong_as_double((int64_t)(row_shift - column_shift[c]) << 52);
             values[c] = (float)((double)exact * unscale);
