@@ -10,7 +10,8 @@ otherwise. The classes (A's, unless named):
   2^-40 .. 2^40 (random signs and mantissas), one outlier column (A uniform in [-1, 1), column 7 times 2^20), zero
   rows (every third), Inf and NaN (three of them in A, one Inf in B), cancellation (A = [A1, A1, 2^-20 A2] against
   B = [B1; -B1; B2]: what is left is 2^-20 of the terms), subnormal results (A ~ 1e-30, B ~ 1e-10), and A's column 5
-  2^-50 times the rest against B's row 5 2^50 times the rest (their products as large as the others).
+  2^-50 times the rest against B's row 5 2^50 times the rest (their products as large as the others), and six
+  outlier columns of A, 2^50 down to 2^25 above the rest.
 Time: CUDA events around each call into a preallocated result on torch's current stream, after one warm-up call;
 the median of --repeats calls, or of one where a call takes over a second (ozaki's slow path at 16384^3 takes
 seconds). Error against float64 (torch's float64 product on the GPU): the relative Frobenius error over the finite
@@ -80,12 +81,18 @@ def make_class(name, n, g):
         a[:, 5] *= 2.0**-50
         b[5, :] *= 2.0**50
         return a, b
+    if name == "six graded outliers a row":
+        # 2^50 .. 2^25 above the rest side by side: the engine's high band holds four, two stay with the rest
+        a = torch.rand(n, n, device="cuda", generator=g) * 2.0 - 1.0
+        for column, power in zip(range(7, 13), range(50, 24, -5)):
+            a[:, column] *= 2.0**power
+        return a, normal(g, n, n)
     raise KeyError(name)
 
 
 CLASSES = ["normal", "uniform [0, 1)", "softmax rows", "exponents over 2^-40 .. 2^40", "one column 2^20 above the rest",
            "zero rows", "Inf and NaN", "cancellation to 2^-20", "subnormal results",
-           "small elements of A against large rows of B"]
+           "small elements of A against large rows of B", "six graded outliers a row"]
 
 
 def time_ms(kernel, a, b, out, repeats):

@@ -182,6 +182,13 @@ def operand_class(name, rng, m, k, n):
     elif name == "small elements of A against large rows of B":
         A[:, 5] *= np.float32(2.0**-50)
         B[5, :] *= np.float32(2.0**50)
+    elif name == "six graded outliers a row":  # 2^50 .. 2^25 above the rest, side by side: four fill the band, the
+        A = rng.uniform(-1, 1, (m, k)).astype(np.float32)  # two smaller ones stay with the rest
+        for column, power in zip(range(7, 13), range(50, 24, -5)):
+            A[:, column] *= np.float32(2.0**power)
+    elif name == "the same k in both bands":  # A's column 5 and B's row 5 both far above the rest
+        A[:, 5] *= np.float32(2.0**30)
+        B[5, :] *= np.float32(2.0**30)
     elif name == "a few huge products":
         A[3, 11] = np.float32(2.0**60)
         B[11, 4] = np.float32(2.0**60)
@@ -191,7 +198,7 @@ def operand_class(name, rng, m, k, n):
 @pytest.mark.parametrize("kernel", ["ozaki", "ozaki:7"])
 @pytest.mark.parametrize("data", ["normal", "softmax rows", "exponents over 2^-40 .. 2^40",
                                   "one column 2^20 above the rest", "small elements of A against large rows of B",
-                                  "a few huge products"])
+                                  "a few huge products", "six graded outliers a row", "the same k in both bands"])
 @pytest.mark.parametrize("k", [1000, 16384])
 def test_every_output_within_the_checks_bound(kernel, data, k, rng):
     """The engine's contract (kernels/engine/ozaki.cu): an output keeps the integer path only where its error bound
@@ -204,6 +211,29 @@ def test_every_output_within_the_checks_bound(kernel, data, k, rng):
     scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
     worst = np.max(np.abs(mine - exact) / np.where(scale > 0, scale, 1.0))
     assert worst <= (2.0**-18 if kernel == "ozaki" else 2.0**-15) + 2.0**-23, f"{kernel} on {data}: {worst:.2e} of |A| |B|"
+
+
+@pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
+@pytest.mark.parametrize("data", ["softmax rows", "one column 2^20 above the rest",
+                                  "small elements of A against large rows of B", "the same k in both bands",
+                                  "six graded outliers a row"])
+def test_high_bands_in_every_layout(data, layout, rng):
+    """The engine's high bands (a row's few elements far above the rest, multiplied in double beside the integers)
+    with A and B each row- or column-major: the scale pass reads a row along k (a warp's) or across k (a lane's in
+    each of 8 warps, merged in shared memory), and the slice pass zeroes the band in either. K = 20000 on this small
+    output runs as split-K slices of 512, each a product of its own with its own bands. Each output within the
+    check's bound of |A| |B| against float64. This checks the results only: an output the check sends to double
+    is right too, so whether the bands kept the classes on the integer path is benchmarks/ozaki_classes.py's to
+    show (its time against normal data)."""
+    A, B = operand_class(data, rng, 70, 20000, 90)
+    exact = reference(A, B)
+    a = np.asfortranarray(A) if layout[0] == "T" else A
+    b = np.asfortranarray(B) if layout[1] == "T" else B
+    out = np.full((70, 90), np.nan, np.float32)
+    fastsgemm.sgemm(a, b, out=out, kernel="ozaki")
+    scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
+    worst = np.max(np.abs(out.astype(np.float64) - exact) / np.where(scale > 0, scale, 1.0))
+    assert worst <= 2.0**-18 + 2.0**-23, f"{data}, {layout}: {worst:.2e} of |A| |B|"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -33,6 +33,14 @@
  *      kTolerance times that lower bound, or whose row or column holds Inf or
  *      NaN, is a dot product in double; every other output is within
  *      kTolerance |A| |B| of the exact one before its final rounding.
+ *   3. Take out each row's high band. A row's (column's) few elements far above
+ *      the rest (up to four, each more than 16 times the RMS of those below it:
+ *      a softmax row's dominant entries, an outlier, a column of B's one huge
+ *      element) leave the integer path: the rest is scaled by its own 2-norm,
+ *      and the band's products are added in double to each output's integer
+ *      value before its one rounding, their magnitudes to its lower bound. On
+ *      the classes above, the CPU model flags no output then (benchmarks/
+ *      NOTES.md, "A high band, modelled").
  * What it costs over the lesson: one more INT8 plane (9 GEMM planes for 8
  * moduli), a square and a few sums per element in the scale pass, and a few
  * multiplies per output in the reconstruction. The share of outputs flagged
@@ -70,14 +78,108 @@ struct RowFacts {
     float largest;       // max |x'|: below 2^31, exact
 };
 
-// ---- pass 1: each row's scale and facts ----
-/* As the lesson's scale_kernel, with the 2-norm's exponent for the scale: shift[row] puts the row's 2-norm in
- * [2^(top - 1), 2^top) (top = bits + h, at most 31, from the launcher), and facts[row] as above. */
+// ---- pass 1: each row's high band, scale and facts ----
+/* A row's high band: its largest elements, in order, while each is more than kBandGap times the root mean square
+ * (over the whole depth) of the row's elements below it, at most kBand of them. They leave the integer path and
+ * are multiplied in double in the reconstruction; the rest is scaled by its own 2-norm. Ordinary rows have none;
+ * a softmax row has its few dominant elements, a row with an outlier that element, and a column of B whose one
+ * element meets A's tiny ones (the small-elements class) that element (benchmarks/NOTES.md, "A high band,
+ * modelled"). */
+constexpr int kBand = 4;
+constexpr double kBandGap = 16.0;
+
+/* A row's band as the kernels pass it: k (panel-relative; -1 past its count) and the element, per row. */
+struct Band {
+    int4 k;
+    float4 x;
+};
+
+/* The kBand largest magnitudes one thread (or a whole row) has seen, largest first, and their k (-1: none). */
+struct Top {
+    float v[kBand];
+    int k[kBand];
+};
+__device__ __forceinline__ Top no_top() {
+    Top t;
+#pragma unroll
+    for (int u = 0; u < kBand; ++u) t.v[u] = 0.0f, t.k[u] = -1;
+    return t;
+}
+/* m at k into the list, where it belongs (a chain of compare-and-swaps: no dynamic index into registers). */
+__device__ __forceinline__ void offer(Top &t, float m, int k) {
+#pragma unroll
+    for (int u = 0; u < kBand; ++u)
+        if (m > t.v[u]) {
+            const float v = t.v[u];
+            const int kk = t.k[u];
+            t.v[u] = m, t.k[u] = k;
+            m = v, k = kk;
+        }
+}
+/* The first element off the list. */
+__device__ __forceinline__ void pop(Top &t) {
+#pragma unroll
+    for (int u = 0; u + 1 < kBand; ++u) t.v[u] = t.v[u + 1], t.k[u] = t.k[u + 1];
+    t.v[kBand - 1] = 0.0f, t.k[kBand - 1] = -1;
+}
+
+/* The row's kBand largest, from every thread's list, in every thread of the row. Along k a row is one warp's:
+ * kBand rounds of a warp-wide largest head (lowest lane on ties), the winner popping it. Across k a row is one
+ * lane's in each of the 8 warps: the lists meet in shared memory and warp 0 merges them. */
+__device__ __forceinline__ Top whole_row_top(const lesson::RowScan &scan, Top mine, float (&v)[8][32][kBand],
+                                             int (&k)[8][32][kBand]) {
+    Top row = no_top();
+    if (scan.along_k) {
+#pragma unroll
+        for (int u = 0; u < kBand; ++u) {
+            float best = mine.v[0];
+            int from = scan.lane;
+#pragma unroll
+            for (int offset = 16; offset > 0; offset /= 2) {
+                const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+                const int other_lane = __shfl_xor_sync(0xffffffffu, from, offset);
+                if (other > best || (other == best && other_lane < from)) best = other, from = other_lane;
+            }
+            row.v[u] = best;
+            row.k[u] = __shfl_sync(0xffffffffu, mine.k[0], from);
+            if (scan.lane == from) pop(mine);
+        }
+        return row;
+    }
+    __syncthreads();  // the previous use of the shared arrays is over
+    static_assert(kBand == 4, "a list is one float4 and one int4 in shared memory");
+    *reinterpret_cast<float4 *>(v[scan.warp][scan.lane]) = make_float4(mine.v[0], mine.v[1], mine.v[2], mine.v[3]);
+    *reinterpret_cast<int4 *>(k[scan.warp][scan.lane]) = make_int4(mine.k[0], mine.k[1], mine.k[2], mine.k[3]);
+    __syncthreads();
+    if (scan.warp == 0) {
+        for (int w = 0; w < 8; ++w)
+            for (int u = 0; u < kBand; ++u) offer(row, v[w][scan.lane][u], k[w][scan.lane][u]);
+        *reinterpret_cast<float4 *>(v[0][scan.lane]) = make_float4(row.v[0], row.v[1], row.v[2], row.v[3]);
+        *reinterpret_cast<int4 *>(k[0][scan.lane]) = make_int4(row.k[0], row.k[1], row.k[2], row.k[3]);
+    }
+    __syncthreads();
+    const float4 vs = *reinterpret_cast<const float4 *>(v[0][scan.lane]);
+    const int4 ks = *reinterpret_cast<const int4 *>(k[0][scan.lane]);
+    row.v[0] = vs.x, row.v[1] = vs.y, row.v[2] = vs.z, row.v[3] = vs.w;
+    row.k[0] = ks.x, row.k[1] = ks.y, row.k[2] = ks.z, row.k[3] = ks.w;
+    return row;
+}
+
+__device__ __forceinline__ bool in(const int4 &set, int k) { return k == set.x || k == set.y || k == set.z || k == set.w; }
+
+/* As the lesson's scale_kernel, in three passes over the row (the second and third mostly from L2): its largest
+ * elements and the squares of all; the squares of all but those, which decide the high band; the rest's facts.
+ * shift[row] puts the rest's 2-norm in [2^(top - 1), 2^top) (top = bits + h, at most 31, from the launcher),
+ * facts[row] are the rest's, band[row] the band. The squares below the largest are summed without them, not as
+ * the whole sum minus theirs: an element of 2^50 would cancel every other square. */
 template <int = 0>  // a template, so that no kernel of this file has a strong symbol of its own (as the lesson's)
 __global__ void __launch_bounds__(lesson::kScaleThreads)
-    scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts) {
+    scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts,
+                 Band *band) {
     static_assert(lesson::kScaleThreads == 8 * 32, "rows across k: 8 warps");
     __shared__ double sum_of[8][32];
+    __shared__ __align__(16) float top_v[8][32][kBand];
+    __shared__ __align__(16) int top_k[8][32][kBand];
     const int64_t blocks_a = a.along_k ? ceil_div(a.rows, (int64_t)8) : ceil_div(a.rows, (int64_t)32);
     const bool is_a = blockIdx.x < blocks_a;
     const lesson::Rows op = is_a ? a : b;
@@ -93,53 +195,85 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
     const auto add = [](double x, double y) { return x + y; };
     const auto larger = [](double x, double y) { return fmax(x, y); };
 
-    // The squares in double: a float's square, subnormal or near the largest, is a normal double.
-    double squares = 0.0, largest = 0.0, nonfinite = 0.0;
+    // 1. The largest kBand magnitudes (finite), and whether any element is not finite.
+    double nonfinite = 0.0;
+    Top mine = no_top();
     for (int64_t k = k_first; k < end; k += k_step) {
         const float x = src[k * k_pitch];
-        if (isfinite(x)) {
-            squares = fma((double)x, (double)x, squares);
-            largest = fmax(largest, (double)fabsf(x));
-        } else {
-            nonfinite = 1.0;
-        }
+        if (isfinite(x)) offer(mine, fabsf(x), (int)k);
+        else nonfinite = 1.0;
     }
-    squares = lesson::whole_row(scan, squares, add, sum_of);
-    largest = lesson::whole_row(scan, largest, larger, sum_of);
     nonfinite = lesson::whole_row(scan, nonfinite, larger, sum_of);
-    const double norm = sqrt(squares);
+    const Top largest = whole_row_top(scan, mine, top_v, top_k);
+    const int4 candidates = make_int4(largest.k[0], largest.k[1], largest.k[2], largest.k[3]);
+
+    // 2. The squares of the others, in double (a float's square, subnormal or near the largest, is a normal double),
+    //    and the band: each candidate in turn while it stands kBandGap above the RMS of what lies below it.
+    double below = 0.0;
+    for (int64_t k = k_first; k < end; k += k_step) {
+        const float x = src[k * k_pitch];
+        if (isfinite(x) && !in(candidates, (int)k)) below = fma((double)x, (double)x, below);
+    }
+    below = lesson::whole_row(scan, below, add, sum_of);
+    double under[kBand];  // the squares below candidate u
+    double running = below;
+#pragma unroll
+    for (int u = kBand - 1; u >= 0; --u) {
+        under[u] = running;
+        running = fma((double)largest.v[u], (double)largest.v[u], running);
+    }
+    int count = 0;
+    bool going = true;
+    double rest_squares = running;  // every square, until candidates join the band
+#pragma unroll
+    for (int u = 0; u < kBand; ++u) {
+        going = going && largest.v[u] > 0.0f && (double)largest.v[u] > kBandGap * sqrt(under[u] / (double)depth);
+        if (going) ++count, rest_squares = under[u];
+    }
+    const int4 in_band = make_int4(count > 0 ? largest.k[0] : -1, count > 1 ? largest.k[1] : -1,
+                                   count > 2 ? largest.k[2] : -1, count > 3 ? largest.k[3] : -1);
+    const double norm = sqrt(rest_squares);
     const int row_shift = norm > 0.0 ? top - 1 - ilogb(norm) : 0;
     const double scale = __longlong_as_double((int64_t)(1023 + row_shift) << 52);  // 2^row_shift
 
-    double mass = 0.0, rounding_sum = 0.0, rounding_max = 0.0;
+    // 3. The rest's facts.
+    double mass = 0.0, rounding_sum = 0.0, rounding_max = 0.0, rest_largest = 0.0;
     for (int64_t k = k_first; k < end; k += k_step) {
         const float x = src[k * k_pitch];
-        if (isfinite(x)) {
+        if (isfinite(x) && !in(in_band, (int)k)) {
             const double size = fabs((double)x) * scale;  // exact: a float times a power of two
             const double moved = fabs(rint(size) - size);
             mass += size;
             rounding_sum += moved;
             rounding_max = fmax(rounding_max, moved);
+            rest_largest = fmax(rest_largest, size);
         }
     }
     mass = lesson::whole_row(scan, mass, add, sum_of);
     rounding_sum = lesson::whole_row(scan, rounding_sum, add, sum_of);
     rounding_max = lesson::whole_row(scan, rounding_max, larger, sum_of);
+    rest_largest = lesson::whole_row(scan, rest_largest, larger, sum_of);
     if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
     shift[first + row] = row_shift;
     // The sums were rounded on the way (relative 2^-52 each); rounding up to float covers them many times over.
-    facts[first + row] = {nonfinite != 0.0 ? __int_as_float(0x7fffffff) : __double2float_ru(rounding_max), __double2float_ru(rounding_sum * (1.0 + 0x1p-40)),
-                          __double2float_ru(mass * (1.0 + 0x1p-40)), (float)(largest * scale)};
+    facts[first + row] = {nonfinite != 0.0 ? __int_as_float(0x7fffffff) : __double2float_ru(rounding_max),
+                          __double2float_ru(rounding_sum * (1.0 + 0x1p-40)), __double2float_ru(mass * (1.0 + 0x1p-40)),
+                          (float)rest_largest};
+    const auto element = [&](int k) { return k >= 0 ? src[(int64_t)k * k_pitch] : 0.0f; };
+    band[first + row] = {in_band, make_float4(element(in_band.x), element(in_band.y), element(in_band.z),
+                                              element(in_band.w))};
 }
 
 // ---- pass 2: the residues, and the magnitudes' plane ----
 struct SliceOperand {
     lesson::SliceOperand base;  // rows, shifts, where the planes go and their pitch
     const RowFacts *facts;      // this operand's rows' facts
+    const Band *band;           // and their high bands, which the planes hold as zeros
 };
 
-/* The lesson's slice_kernel, writing one more plane after the moduli's: floor(64 |x'| / max|x'|) of each
- * element (0 .. 64; 0 for Inf and NaN, whose rows are flagged whole). */
+/* The lesson's slice_kernel for the rows' rests (their high bands as zeros), writing one more plane after the
+ * moduli's: floor(64 |x'| / max|x'|) of each element of the rest (0 .. 64; 0 for Inf and NaN, whose rows are
+ * flagged whole). */
 template <int MODULI>
 __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, SliceOperand b, int64_t depth,
                                                              int64_t tiles_k) {
@@ -159,13 +293,15 @@ __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, Sli
     const int64_t row = row0 + r;
     const double scale = row < src.rows ? __longlong_as_double((int64_t)(1023 + op.base.shift[row]) << 52) : 0.0;
     const float largest = row < src.rows ? op.facts[row].largest : 0.0f;
+    const int4 in_band = row < src.rows ? op.band[row].k : make_int4(-1, -1, -1, -1);
     const double steps = largest > 0.0f ? kSteps / (double)largest : 0.0;
     int v[16], magnitude[16];
     double v_exact[16];
 #pragma unroll
     for (int u = 0; u < 16; ++u) {
         const float x = tile[r][16 * half + u];
-        const double scaled = isfinite(x) ? (double)x * scale : 0.0;
+        const bool kept = isfinite(x) && !in(in_band, (int)(k0 + 16 * half + u));
+        const double scaled = kept ? (double)x * scale : 0.0;
         const double rounded = scaled + lesson::kRoundingMagic;  // rint, |x'| < 2^31
         v[u] = __double2loint(rounded);
         v_exact[u] = rounded - lesson::kRoundingMagic;
@@ -310,16 +446,48 @@ __device__ __forceinline__ int exponent_of(uint2 exponents, int c) {
     return (int)(int8_t)(((c < 4 ? exponents.x : exponents.y) >> (8 * (c % 4))) & 0xFFu);
 }
 
-/* The lesson's reconstruct_kernel, with the check per output in place of the rows and columns out of range:
- * an output that leaves the integer path is a dot product in double in the thread that owns it. A thread checks
- * its eight columns of a row at once first, against the columns' facts folded (the largest of each, the smallest
- * largest element, the smallest exponent): where that passes, so does each output; only where it fails are the
- * columns' own facts read (from L1). Read for every row, they made the kernel 4-5x the lesson's (a 16-byte load
- * per output at a 128-byte stride across the warp); held in registers for all eight columns, they spilled. */
+template <typename V4, typename T>
+__device__ __forceinline__ T part(const V4 &v, int t) {
+    return t == 0 ? v.x : t == 1 ? v.y : t == 2 ? v.z : v.w;
+}
+
+/* Output (i, j)'s high-band terms, in double: A's band of row i against B's column j (all of it), and the rest of
+ * A's row i against B's band of column j (an element in both bands is counted once, in A's). `sum` gets their sum,
+ * `size` their magnitudes' (the bands' share of (|A| |B|)_ij, exact for the lower bound). */
+__device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t j, const Band &row,
+                                           const Band &column, double &sum, double &size) {
+#pragma unroll
+    for (int t = 0; t < kBand; ++t) {
+        const int k = part<int4, int>(row.k, t);
+        if (k >= 0) {
+            const double p = (double)part<float4, float>(row.x, t) * (double)lesson::b_at(g, k, j);
+            sum += p;
+            size += fabs(p);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < kBand; ++t) {
+        const int k = part<int4, int>(column.k, t);
+        if (k >= 0 && !in(row.k, k)) {
+            const double p = (double)lesson::a_at(g, i, k) * (double)part<float4, float>(column.x, t);
+            sum += p;
+            size += fabs(p);
+        }
+    }
+}
+
+/* The lesson's reconstruct_kernel, with the check per output in place of the rows and columns out of range, and
+ * the high bands' terms added to the integers' value before its one rounding to float: an output that leaves the
+ * integer path is a dot product in double in the thread that owns it. A thread checks its eight columns of a row
+ * at once first, against the columns' facts folded (the largest of each, the smallest largest element, the
+ * smallest exponent) and without the bands' share of the lower bound: where that passes, so does each output;
+ * only where it fails are the columns' own facts read (from L1). Read for every row, they made the kernel 4-5x the
+ * lesson's (a 16-byte load per output at a 128-byte stride across the warp); held in registers for all eight
+ * columns, they spilled. Rows and columns without a band (ordinary data) pay one test a row. */
 template <int MODULI>
-__global__ void __launch_bounds__(lesson::kReconstructThreads)
+__global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registers: three blocks an SM, as before the bands
     reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli,
-                       const int *shift, const RowFacts *facts) {
+                       const int *shift, const RowFacts *facts, const Band *band) {
     constexpr int kColumns = lesson::kColumnsPerThread;
     constexpr float kTol = kTolerance<MODULI>;
     const int64_t j0 = ((int64_t)blockIdx.x * lesson::kReconstructThreads + threadIdx.x) * kColumns;
@@ -327,8 +495,10 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
     const int columns = g.n - j0 < kColumns ? (int)(g.n - j0) : kColumns;
     const RowFacts *column = facts + g.m + j0;
     const int *column_shift = shift + g.m + j0;
+    const Band *column_band = band + g.m + j0;
     float b_rounding_max = 0.0f, b_rounding_sum = 0.0f, b_mass = 0.0f, b_largest = 0.0f, b_smallest = INFINITY;
     bool b_special = false;
+    unsigned column_bands = 0;  // bit c: column c has a band
     for (int c = 0; c < columns; ++c) {
         const RowFacts f = column[c];
         b_special |= isnan(f.rounding_max);
@@ -337,11 +507,14 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
         b_mass = fmaxf(b_mass, f.mass);
         b_largest = fmaxf(b_largest, f.largest);
         b_smallest = fminf(b_smallest, f.largest);
+        column_bands |= (column_band[c].k.x >= 0 ? 1u : 0u) << c;
     }
     const bool whole_vectors = columns == kColumns && g.c == nullptr && g.ldd % 4 == 0 &&
                                reinterpret_cast<uintptr_t>(g.d) % 16 == 0;
     for (int64_t i = blockIdx.y; i < g.m; i += gridDim.y) {
         const RowFacts row = facts[i];
+        const Band row_band = band[i];
+        const bool bands = column_bands != 0 || row_band.k.x >= 0;
         uint2 bytes[MODULI];
 #pragma unroll
         for (int t = 0; t < MODULI; ++t) {
@@ -357,7 +530,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
             all_stay = within(error_bound(row, b_rounding_max, b_rounding_sum, b_mass, b_largest), row.largest,
                               b_smallest, smallest_exponent, kTol);
         }
-        if (!all_stay)
+        if (!all_stay && !bands)
             for (int c = 0; c < columns; ++c)
                 if (leaves_integers(row, column[c], exponent_of(exponents, c), kTol)) leave |= 1u << c;
         const int row_shift = 1023 - shift[i];
@@ -365,9 +538,29 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
             const int64_t exact = lesson::recombined<MODULI>(bytes, c, moduli);
-            const int both = c < columns ? row_shift - column_shift[c] : 1023;
+            const int both = c < columns ? row_shift - column_shift[c] : 1023;  // 1023 - (sa_i + sb_j)
             const double unscale = __longlong_as_double((int64_t)both << 52);
-            values[c] = (float)((double)exact * unscale);
+            double value = (double)exact * unscale;
+            if (bands && c < columns) {
+                double sum = 0.0, size = 0.0;
+                // a column without a band is not read: with softmax rows as A, only the rows have bands
+                const Band column_c = (column_bands >> c) & 1u ? column_band[c] : Band{make_int4(-1, -1, -1, -1), {}};
+                band_terms(g, i, j0 + c, row_band, column_c, sum, size);
+                value += sum;
+                if (!all_stay) {  // the check with the bands' share of the lower bound, in scaled units
+                    const RowFacts f = column[c];
+                    const double scaled_size = size * __longlong_as_double((int64_t)(2046 - both) << 52);
+                    const int exponent = exponent_of(exponents, c);
+                    const double rest =
+                        exponent < 0 ? 0.0 : (double)row.largest * f.largest * power_of_two(exponent - 12);
+                    const float bound = error_bound(row, f.rounding_max, f.rounding_sum, f.mass, f.largest);
+                    // 1 - 2^-16 covers the magnitudes' truncation and the roundings of the bound and of the sums
+                    if (isnan(row.rounding_max) || isnan(f.rounding_max) ||
+                        (bound != 0.0f && (double)bound > (double)kTol * (rest + scaled_size) * (1.0 - 0x1p-16)))
+                        leave |= 1u << c;
+                }
+            }
+            values[c] = (float)value;
         }
         if (whole_vectors && leave == 0) {
             float4 *d = reinterpret_cast<float4 *>(g.d + i * g.ldd + j0);
@@ -389,7 +582,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads)
 /* One panel's workspace: the lesson's with one plane more of each, and the facts. */
 struct Workspace {
     int64_t tiles_k, row_tiles_a, row_tiles_b, plane_a, plane_b, ldr, plane_r, bytes;
-    int64_t at_b, at_residues, at_shift, at_facts;
+    int64_t at_b, at_residues, at_shift, at_facts, at_band;
 };
 inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     const int planes = moduli + 1;
@@ -405,7 +598,8 @@ inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     w.at_residues = w.at_b + planes * w.plane_b;
     w.at_shift = w.at_residues + planes * w.plane_r;
     w.at_facts = w.at_shift + lesson::round_up((m + n) * (int64_t)sizeof(int), 256);
-    w.bytes = w.at_facts + lesson::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
+    w.at_band = w.at_facts + lesson::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
+    w.bytes = w.at_band + lesson::round_up((m + n) * (int64_t)sizeof(Band), 256);
     return w;
 }
 
@@ -427,14 +621,15 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     norm_tops(mod, g.k, &top_a, &top_b);
     int *shift = reinterpret_cast<int *>(base + w.at_shift);
     RowFacts *facts = reinterpret_cast<RowFacts *>(base + w.at_facts);
+    Band *band = reinterpret_cast<Band *>(base + w.at_band);
     int8_t *residues = reinterpret_cast<int8_t *>(base + w.at_residues);
     const lesson::Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
     const int64_t scale_blocks = (a.along_k ? ceil_div(g.m, (int64_t)8) : ceil_div(g.m, (int64_t)32)) +
                                  (b.along_k ? ceil_div(g.n, (int64_t)8) : ceil_div(g.n, (int64_t)32));
     ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(a, b, g.k, top_a, top_b, shift,
-                                                                              facts);
-    const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts};
-    const SliceOperand slice_b = {{b, shift + g.m, base + w.at_b, w.row_tiles_b, w.plane_b}, facts + g.m};
+                                                                              facts, band);
+    const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts, band};
+    const SliceOperand slice_b = {{b, shift + g.m, base + w.at_b, w.row_tiles_b, w.plane_b}, facts + g.m, band + g.m};
     const int64_t slices_k = w.tiles_k * (lesson::kKTile / lesson::kSliceK);
     ::fsg::engine::ozaki::slice_kernel<MODULI><<<(unsigned)((w.row_tiles_a + w.row_tiles_b) * slices_k), kPackThreads, 0, stream>>>(
         slice_a, slice_b, g.k, w.tiles_k);
@@ -447,7 +642,7 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     const dim3 rows_grid((unsigned)ceil_div(g.n, (int64_t)(lesson::kReconstructThreads * lesson::kColumnsPerThread)),
                          (unsigned)(row_groups < 65535 ? row_groups : 65535));
     ::fsg::engine::ozaki::reconstruct_kernel<MODULI><<<rows_grid, lesson::kReconstructThreads, 0, stream>>>(
-        g, residues, w.ldr, w.plane_r, mod, shift, facts);
+        g, residues, w.ldr, w.plane_r, mod, shift, facts, band);
 }
 
 /* The whole call, as the lesson's launch: split-K's slices one after another, each in panels of at most
