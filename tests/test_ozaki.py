@@ -256,6 +256,43 @@ def test_inf_and_nan_as_numpy(kernel):
     np.testing.assert_array_equal(result[finite], expected[finite])  # 12: exact
 
 
+@pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
+@pytest.mark.parametrize("kernel", ["ozaki", "ozaki:7"])
+def test_inf_and_nan_in_the_bands_and_past_them(kernel, layout, rng):
+    """The engine takes up to four Inf and NaN of a row of A (a column of B) into its high band, multiplied in
+    double beside the integers, and sends a row with more of them to dot products in double. Rows with 1 to 6 of
+    them (Inf of either sign, NaN, Inf beside a finite outlier 2^30 above the rest, Inf against a zero of B),
+    columns of B likewise, on normal data, in all four layouts: Inf and NaN where numpy.matmul has them, every
+    other output within the check's bound of |A| |B|."""
+    m, k, n = 40, 700, 36
+    A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
+    for count, row in enumerate([1, 4, 9, 17, 22, 30], start=1):  # rows with 1 .. 6 non-finite elements
+        cols = rng.choice(k, size=count, replace=False)
+        A[row, cols] = rng.choice([np.inf, -np.inf, np.nan], size=count)
+    A[12, 5], A[12, 77] = np.inf, 2.0**30  # an Inf and a finite outlier in one band
+    A[13, 8] = -np.inf
+    B[8, :] = 0.0  # -Inf * 0 along row 13: NaN there
+    for count, col in enumerate([2, 11, 20, 29, 33], start=2):  # columns with 2 .. 6
+        rows = rng.choice(k, size=count, replace=False)
+        B[rows, col] = rng.choice([np.inf, -np.inf, np.nan], size=count)
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = A.astype(np.float64) @ B.astype(np.float64)
+    a = np.asfortranarray(A) if layout[0] == "T" else A
+    b = np.asfortranarray(B) if layout[1] == "T" else B
+    out = np.full((m, n), np.nan, np.float32)
+    fastsgemm.sgemm(a, b, out=out, kernel=kernel)
+    result = out.astype(np.float64)
+    np.testing.assert_array_equal(np.isposinf(result), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(result), np.isneginf(expected))
+    np.testing.assert_array_equal(np.isnan(result), np.isnan(expected))
+    finite = np.isfinite(expected)
+    assert finite.sum() > m * n // 2
+    with np.errstate(invalid="ignore"):
+        scale = np.abs(A.astype(np.float64)) @ np.abs(B.astype(np.float64))
+    worst = np.max(np.abs(result[finite] - expected[finite]) / np.where(scale[finite] > 0, scale[finite], 1.0))
+    assert worst <= (2.0**-18 if kernel == "ozaki" else 2.0**-15) + 2.0**-23, f"{worst:.2e} of |A| |B|"
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_cancellation(kernel, rng):
     """A1 B1 - A1 B1 + 2^-20 A2 B2: the large terms cancel exactly in the integer products, and what is left is

@@ -30,13 +30,15 @@
  *      1/64 of its row's largest (0 .. 64, an int8), each |b'_kj| likewise, and
  *      their product on the INT8 tensor cores as one more plane of the GEMM
  *      (its sums kept as floor(log2)). An output whose bound exceeds
- *      kTolerance times that lower bound, or whose row or column holds Inf or
- *      NaN, is a dot product in double; every other output is within
+ *      kTolerance times that lower bound, or whose row or column holds more
+ *      Inf and NaN than its band (3.) takes, is a dot product in double; every
+ *      other output is within
  *      kTolerance |A| |B| of the exact one before its final rounding.
  *   3. Take out each row's high band. A row's (column's) few elements far above
  *      the rest (up to four, each more than 16 times the RMS of those below it:
  *      a softmax row's dominant entries, an outlier, a column of B's one huge
- *      element) leave the integer path: the rest is scaled by its own 2-norm,
+ *      element, and its Inf and NaN, as the largest of all) leave the integer
+ *      path: the rest is scaled by its own 2-norm,
  *      and the band's products are added in double to each output's integer
  *      value before its one rounding, their magnitudes to its lower bound. On
  *      the classes above, the CPU model flags no output then (benchmarks/
@@ -72,7 +74,7 @@ constexpr int kSteps = 64;  // the magnitudes' grid: multiples of 1/64 of the ro
 /* What the check needs of one row of A or column of B, in its scaled units (x' = x 2^shift). */
 struct RowFacts {
     float rounding_max;  // max |rint(x') - x'|, at most 1/2; 0 where every element is an integer; NaN where the
-                         // row holds an Inf or a NaN
+                         // row holds an Inf or a NaN outside its band
     float rounding_sum;  // sum |rint(x') - x'| (rounded up)
     float mass;          // sum |x'| (rounded up)
     float largest;       // max |x'|: below 2^31, exact
@@ -167,11 +169,15 @@ __device__ __forceinline__ Top whole_row_top(const lesson::RowScan &scan, Top mi
 
 __device__ __forceinline__ bool in(const int4 &set, int k) { return k == set.x || k == set.y || k == set.z || k == set.w; }
 
-/* As the lesson's scale_kernel, in three passes over the row (the second and third mostly from L2): its largest
- * elements and the squares of all; the squares of all but those, which decide the high band; the rest's facts.
- * shift[row] puts the rest's 2-norm in [2^(top - 1), 2^top) (top = bits + h, at most 31, from the launcher),
- * facts[row] are the rest's, band[row] the band. The squares below the largest are summed without them, not as
- * the whole sum minus theirs: an element of 2^50 would cancel every other square. */
+/* As the lesson's scale_kernel, with the high band: shift[row] puts the rest's 2-norm in [2^(top - 1), 2^top)
+ * (top = bits + h, at most 31, from the launcher), facts[row] are the rest's, band[row] the band. Two passes over
+ * the row where it can have no band (the second mostly from L2): its largest finite element, the squares of its
+ * finite elements and how many are not finite; then the rest's facts. Where it can (an element not finite, or
+ * the largest more than kBandGap times the RMS of the others), two more between them: its kBand largest (Inf and
+ * NaN as the largest of all), then the squares of all but those, which decide the band. The squares below the
+ * largest are summed without them there, not as the whole sum minus theirs: an element of 2^50 would cancel
+ * every other square. Inf and NaN join the band, so that their products are IEEE arithmetic in double beside
+ * the integers; a row with more of them than the band holds leaves the integers (a NaN rounding_max). */
 template <int = 0>  // a template, so that no kernel of this file has a strong symbol of its own (as the lesson's)
 __global__ void __launch_bounds__(lesson::kScaleThreads)
     scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts,
@@ -195,43 +201,74 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
     const auto add = [](double x, double y) { return x + y; };
     const auto larger = [](double x, double y) { return fmax(x, y); };
 
-    // 1. The largest kBand magnitudes (finite), and whether any element is not finite.
-    double nonfinite = 0.0;
-    Top mine = no_top();
+    // 1. The largest finite magnitude, the finite elements' squares (in double: a float's square, subnormal or
+    //    near the largest, is a normal double), and how many elements are Inf or NaN.
+    float largest_finite = 0.0f, nonfinite = 0.0f;
+    double squares = 0.0;
     for (int64_t k = k_first; k < end; k += k_step) {
         const float x = src[k * k_pitch];
-        if (isfinite(x)) offer(mine, fabsf(x), (int)k);
-        else nonfinite = 1.0;
+        if (isfinite(x)) {
+            largest_finite = fmaxf(largest_finite, fabsf(x));
+            squares = fma((double)x, (double)x, squares);
+        } else {
+            nonfinite += 1.0f;  // exact: at most 16384 a panel
+        }
     }
-    nonfinite = lesson::whole_row(scan, nonfinite, larger, sum_of);
-    const Top largest = whole_row_top(scan, mine, top_v, top_k);
-    const int4 candidates = make_int4(largest.k[0], largest.k[1], largest.k[2], largest.k[3]);
+    const double largest = lesson::whole_row(scan, (double)largest_finite, larger, sum_of);
+    squares = lesson::whole_row(scan, squares, add, sum_of);
+    nonfinite = (float)lesson::whole_row(scan, (double)nonfinite, add, sum_of);
 
-    // 2. The squares of the others, in double (a float's square, subnormal or near the largest, is a normal double),
-    //    and the band: each candidate in turn while it stands kBandGap above the RMS of what lies below it.
-    double below = 0.0;
-    for (int64_t k = k_first; k < end; k += k_step) {
-        const float x = src[k * k_pitch];
-        if (isfinite(x) && !in(candidates, (int)k)) below = fma((double)x, (double)x, below);
-    }
-    below = lesson::whole_row(scan, below, add, sum_of);
-    double under[kBand];  // the squares below candidate u
-    double running = below;
+    // 2. Whether a band can exist. Without Inf and NaN, the largest is the band's first only while it stands
+    //    kBandGap above the RMS of the rest; the margin of 2^-20 covers the roundings of the two ways of summing
+    //    the others' squares (here the whole sum less the largest's, which cannot cancel much where the test
+    //    fails: the largest's square is then at most 256 / depth of the others'), so that no row whose band the
+    //    exact test below would start is skipped. Across k a row's lanes span the block: it decides as one.
+    const double others = fmax(squares - largest * largest, 0.0);
+    bool maybe = nonfinite > 0.0f || largest > kBandGap * sqrt(others / (double)depth) * (1.0 - 0x1p-20);
+    if (!op.along_k) maybe = __syncthreads_or(maybe) != 0;
+    int4 in_band = make_int4(-1, -1, -1, -1);
+    double rest_squares = squares;
+    float band_nonfinite = 0.0f;  // Inf and NaN the band holds
+    if (maybe) {
+        // 2a. The largest kBand magnitudes, Inf and NaN first.
+        Top mine = no_top();
+        for (int64_t k = k_first; k < end; k += k_step) {
+            const float x = src[k * k_pitch];
+            offer(mine, isfinite(x) ? fabsf(x) : INFINITY, (int)k);
+        }
+        const Top largest_four = whole_row_top(scan, mine, top_v, top_k);
+        const int4 candidates = make_int4(largest_four.k[0], largest_four.k[1], largest_four.k[2], largest_four.k[3]);
+        // 2b. The squares of the others, and the band: each candidate in turn while it is not finite or stands
+        //     kBandGap above the RMS of the finite elements below it.
+        double below = 0.0;
+        for (int64_t k = k_first; k < end; k += k_step) {
+            const float x = src[k * k_pitch];
+            if (isfinite(x) && !in(candidates, (int)k)) below = fma((double)x, (double)x, below);
+        }
+        below = lesson::whole_row(scan, below, add, sum_of);
+        double under[kBand];  // the finite squares below candidate u
+        double running = below;
 #pragma unroll
-    for (int u = kBand - 1; u >= 0; --u) {
-        under[u] = running;
-        running = fma((double)largest.v[u], (double)largest.v[u], running);
-    }
-    int count = 0;
-    bool going = true;
-    double rest_squares = running;  // every square, until candidates join the band
+        for (int u = kBand - 1; u >= 0; --u) {
+            under[u] = running;
+            const double v = largest_four.v[u];
+            if (v < INFINITY) running = fma(v, v, running);
+        }
+        int count = 0;
+        bool going = true;
 #pragma unroll
-    for (int u = 0; u < kBand; ++u) {
-        going = going && largest.v[u] > 0.0f && (double)largest.v[u] > kBandGap * sqrt(under[u] / (double)depth);
-        if (going) ++count, rest_squares = under[u];
+        for (int u = 0; u < kBand; ++u) {
+            const float v = largest_four.v[u];
+            going = going && v > 0.0f && (v == INFINITY || (double)v > kBandGap * sqrt(under[u] / (double)depth));
+            if (going) {
+                ++count;
+                rest_squares = under[u];
+                band_nonfinite += v == INFINITY ? 1.0f : 0.0f;
+            }
+        }
+        in_band = make_int4(count > 0 ? largest_four.k[0] : -1, count > 1 ? largest_four.k[1] : -1,
+                            count > 2 ? largest_four.k[2] : -1, count > 3 ? largest_four.k[3] : -1);
     }
-    const int4 in_band = make_int4(count > 0 ? largest.k[0] : -1, count > 1 ? largest.k[1] : -1,
-                                   count > 2 ? largest.k[2] : -1, count > 3 ? largest.k[3] : -1);
     const double norm = sqrt(rest_squares);
     const int row_shift = norm > 0.0 ? top - 1 - ilogb(norm) : 0;
     const double scale = __longlong_as_double((int64_t)(1023 + row_shift) << 52);  // 2^row_shift
@@ -256,7 +293,7 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
     if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
     shift[first + row] = row_shift;
     // The sums were rounded on the way (relative 2^-52 each); rounding up to float covers them many times over.
-    facts[first + row] = {nonfinite != 0.0 ? __int_as_float(0x7fffffff) : __double2float_ru(rounding_max),
+    facts[first + row] = {nonfinite > band_nonfinite ? __int_as_float(0x7fffffff) : __double2float_ru(rounding_max),
                           __double2float_ru(rounding_sum * (1.0 + 0x1p-40)), __double2float_ru(mass * (1.0 + 0x1p-40)),
                           (float)rest_largest};
     const auto element = [&](int k) { return k >= 0 ? src[(int64_t)k * k_pitch] : 0.0f; };
@@ -433,8 +470,8 @@ __device__ __forceinline__ bool within(float bound, float a_largest, float b_lar
     return bound <= tolerance * (a_largest * b_largest * power_of_two(exponent - 12) * (1.0f - 0x1p-16f));
 }
 
-/* Whether output (i, j) leaves the integer path: its row or column holds Inf or NaN (a NaN rounding_max), or its
- * error bound exceeds `tolerance` times the lower bound of (|A'| |B'|)_ij. */
+/* Whether output (i, j) leaves the integer path: its row or column holds Inf or NaN outside its band (a NaN
+ * rounding_max), or its error bound exceeds `tolerance` times the lower bound of (|A'| |B'|)_ij. */
 __device__ __forceinline__ bool leaves_integers(const RowFacts &a, const RowFacts &b, int exponent, float tolerance) {
     if (isnan(a.rounding_max) || isnan(b.rounding_max)) return true;  // Inf or NaN: IEEE arithmetic, in double
     return !within(error_bound(a, b.rounding_max, b.rounding_sum, b.mass, b.largest), a.largest, b.largest, exponent,
