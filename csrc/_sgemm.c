@@ -272,10 +272,11 @@ static PyObject *rungs(PyObject *module, PyObject *unused) {
         PyObject *configs = PyTuple_New(r->config_count);
         for (int j = 0; configs != NULL && j < r->config_count; ++j) {
             const fsg_config *c = &r->configs[j];
-            PyObject *config = Py_BuildValue("(ssLNOss)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill),
+            PyObject *config = Py_BuildValue("(ssLNOssz)", c->name, c->shape, (long long)c->max_dim, fill_tuple(&c->fill),
                                              c->launch_batch != NULL ? Py_True : Py_False,
                                              c->precision != NULL ? c->precision : r->precision,
-                                             c->source != NULL ? c->source : r->source);
+                                             c->source != NULL ? c->source : r->source,
+                                             c->not_for_auto != NULL ? c->not_for_auto : r->not_for_auto);
             if (config == NULL) Py_CLEAR(configs);
             else PyTuple_SET_ITEM(configs, j, config);
         }
@@ -533,7 +534,7 @@ static PyMethodDef module_methods[] = {
      "fill_uniform(pointer, count, seed, stream): uniform [-1, 1) floats in device memory"},
     {"rungs", rungs, METH_NOARGS,
      "rungs() -> the registry, in ladder order, as a list of dicts; configs: (name, shape, max_dim, fill, batched, "
-     "precision, source) tuples"},
+     "precision, source, not_for_auto) tuples"},
     {"cuda_initialized", cuda_initialized_py, METH_NOARGS,
      "cuda_initialized() -> whether the CUDA driver is initialized in this process (initializes nothing)"},
     {"mark_forked", mark_forked, METH_NOARGS,

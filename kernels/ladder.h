@@ -128,6 +128,8 @@ typedef struct fsg_config {
     const char *precision;
     /* The file that holds its launcher, relative to the repository; NULL: the rung's own (fsg_rung.source). */
     const char *source;
+    /* NULL, or why kernel="auto" never runs this configuration though it is FP32-accurate (as fsg_rung's). */
+    const char *not_for_auto;
 } fsg_config;
 
 typedef struct fsg_rung {

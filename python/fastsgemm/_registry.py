@@ -18,6 +18,7 @@ class KernelConfig(NamedTuple):
     batched: bool = False  # runs a stack of products in one launch: KernelInfo.batched
     precision: str = "fp32"  # KernelInfo.precision, or "near-fp32": within the FP32 bound, never auto's
     source: str = ""  # the file that holds it: the rung's own, or the engine's (kernels/engine/)
+    not_for_auto: str | None = None  # why auto never runs it though it is FP32-accurate (the rung's, or its own)
 
 
 class KernelInfo(NamedTuple):
@@ -125,7 +126,8 @@ def auto_candidates() -> dict:
     for info in REGISTRY:
         if info.device == "cuda" and info.precision == "fp32" and info.not_for_auto is None:
             candidates[info.name] = info.max_dim
-            candidates.update({f"{info.name}:{c.name}": c.max_dim for c in info.configs if c.precision == "fp32"})
+            candidates.update({f"{info.name}:{c.name}": c.max_dim for c in info.configs
+                               if c.precision == "fp32" and c.not_for_auto is None})
     return candidates
 
 
@@ -135,5 +137,6 @@ def batched_candidates() -> set:
     for info in REGISTRY:
         if info.device == "cuda" and info.precision == "fp32" and info.not_for_auto is None:
             batched.update([info.name] if info.batched else [])
-            batched.update(f"{info.name}:{c.name}" for c in info.configs if c.batched and c.precision == "fp32")
+            batched.update(f"{info.name}:{c.name}" for c in info.configs
+                           if c.batched and c.precision == "fp32" and c.not_for_auto is None)
     return batched
