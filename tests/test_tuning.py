@@ -195,6 +195,16 @@ def test_tune_refuses_nothing_to_measure():
     assert done.returncode == 2 and "nothing to measure" in done.stderr, done.stderr
 
 
+
+def test_tune_refuses_kernels_auto_cannot_run():
+    """--kernels names candidates to time: a TF32 rung, a near-FP32 or data-dependent configuration and a name
+    that is no kernel are each refused, with the candidates listed, before anything is measured."""
+    for name in ["tf32", "ozaki:7", "ozaki:lesson", "no-such-kernel"]:
+        done = subprocess.run([sys.executable, "-m", "fastsgemm.tune", "--sizes", "64", "--kernels", "ozaki", name],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and f"--kernels names what auto cannot run: {name} (" in done.stderr, done.stderr
+        assert "tf32x3_regs" in done.stderr  # the candidates, listed
+
 @pytest.mark.gpu
 def test_stack_timing_runs_the_stack_and_checks_it():
     """benchmark(count=...) times the stack matmul runs, one call of the C core, and checks every product of it

@@ -5,6 +5,7 @@ the table that kernel="auto" reads.
     python -m fastsgemm.tune --output my-tuning.json  # elsewhere; then FASTSGEMM_TUNING=my-tuning.json
     python -m fastsgemm.tune --sizes 4096 1000x1000x64 --repeats 30
     python -m fastsgemm.tune --stacks 256x128x128x128 --merge  # re-time one stack, keep the rest
+    python -m fastsgemm.tune --sizes 16384 --kernels tf32x3_regs ozaki --merge  # these against cuBLAS only
 
 Candidates are every FP32-accurate CUDA kernel: each rung that keeps FP32 accuracy in its own
 configuration and in every other one it was built with (fastsgemm.kernels()[i].configs), and cuBLAS.
@@ -149,6 +150,9 @@ def main(argv=None):
                         help=f"stacks as countxMxNxK (default, when neither is given: {len(DEFAULT_STACKS)} stacks)")
     parser.add_argument("--merge", action="store_true",
                         help="keep this GPU's other measured shapes in the table, replacing only those measured now")
+    parser.add_argument("--kernels", nargs="+", default=None,
+                        help="time these candidates only (cuBLAS always): at large shapes the SIMT rungs, many times "
+                             "slower than the tensor-core kernels, take minutes and cannot win")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--output", type=Path, default=_tuning.SHIPPED_TABLE,
@@ -160,12 +164,19 @@ def main(argv=None):
     stacks = (args.stacks or []) if named else DEFAULT_STACKS
     if not shapes and not stacks:
         parser.error("nothing to measure: --sizes and --stacks are both empty")
+    names, stack_names = candidates(), stack_candidates()
+    if args.kernels is not None:
+        unknown = sorted(set(args.kernels) - set(names))
+        if unknown:
+            parser.error(f"--kernels names what auto cannot run: {', '.join(unknown)} "
+                         f"(its candidates: {', '.join(names)})")
+        names = ["cublas", *(name for name in names if name in args.kernels and name != "cublas")]
+        stack_names = [name for name in stack_names if name in names]
     table = _tuning.read_table(args.output)  # unreadable: ValueError now, before the measuring
     if not fastsgemm.cuda_available():
         print("no usable CUDA device: nothing to tune", file=sys.stderr)
         return 1
     info = fastsgemm.device_info()
-    names, stack_names = candidates(), stack_candidates()
     total, done = len(shapes) * len(names) + len(stacks) * len(stack_names), 0
 
     def on_progress(label):
