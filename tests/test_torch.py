@@ -281,6 +281,29 @@ def test_linear_is_a_drop_in_for_torch_nn_linear():
     assert "kernel='cpu'" in repr(shared)
 
 
+@pytest.mark.parametrize("device, kernel", devices())
+@pytest.mark.parametrize("features", [(29, 0), (0, 7), (0, 0)], ids=["no-outputs", "no-inputs", "neither"])
+@pytest.mark.parametrize("shape", [(5,), (2, 3)], ids=["rows", "stack"])
+def test_a_linear_without_features_trains_as_torch_nn_linear(device, kernel, features, shape):
+    """A layer with no outputs or no inputs (a model built from a configuration can have one): the forward and
+    backward as torch.nn.Linear's, every gradient zero or empty. Its backward once asked reshape for (-1, 0),
+    which no row count satisfies."""
+    torch.manual_seed(11)
+    reference = torch.nn.Linear(*features, device=device)
+    layer = fst.Linear.from_linear(reference, kernel=kernel)
+    x = torch.randn(*shape, features[0], device=device, requires_grad=True)
+    x_reference = x.detach().clone().requires_grad_()
+    y, y_reference = layer(x), reference(x_reference)
+    assert y.shape == y_reference.shape
+    assert torch.equal(y, y_reference)  # no products to round: the bias, or zeros
+    y.sum().backward()
+    grads = [x.grad, layer.weight.grad, layer.bias.grad]
+    reference.zero_grad(set_to_none=True)
+    y_reference.sum().backward()
+    for got, want in zip(grads, [x_reference.grad, reference.weight.grad, reference.bias.grad]):
+        assert got is not None and got.shape == want.shape and torch.equal(got, want)
+
+
 class Passthrough(torch.overrides.TorchFunctionMode):
     """Changes nothing, but makes every call an intercepted one: fastsgemm.torch then takes its generic path."""
 

@@ -33,6 +33,8 @@ before that import they refuse such tensors (RuntimeError) rather than return a 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.autograd.forward_ad as forward_ad
@@ -252,7 +254,8 @@ def _fast_product(a: torch.Tensor, b: torch.Tensor, kernel: str) -> torch.Tensor
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """x's rows as one matrix, a view (the caller made sure the strides merge)."""
-    return x.view(-1, x.shape[-1]) if x.dim() > 2 else x
+    # The row count named, not -1: with no features (x.shape[-1] == 0) -1 is ambiguous, and view refuses it.
+    return x.view(math.prod(x.shape[:-1]), x.shape[-1]) if x.dim() > 2 else x
 
 
 def _linear_out(input: torch.Tensor, weight: torch.Tensor, bias, kernel: str) -> torch.Tensor:
@@ -298,7 +301,8 @@ class _LinearProduct(torch.autograd.Function):
         input, weight = ctx.saved_tensors
         need_input, need_weight, need_bias, _ = ctx.needs_input_grad
         rows = _rows(input) if input is not None else None
-        grad_rows = grad.reshape(-1, grad.shape[-1])  # a view but for gradients whose strides do not merge
+        # A view but for gradients whose strides do not merge; the row count named (a Linear with no outputs).
+        grad_rows = grad.reshape(math.prod(grad.shape[:-1]), grad.shape[-1])
         grad_input = grad_weight = None
         if torch.is_grad_enabled() or not _plain_eager(grad_rows, weight if weight is not None else rows):
             product = _apply
