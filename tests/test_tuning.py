@@ -295,8 +295,8 @@ def test_auto_never_runs_near_fp32_configurations_or_rungs_kept_from_it():
     """ozaki:7 stays within the FP32 bound, but its error is above cuBLAS FP32's (benchmarks/results/
     numerics-h200.json): the registry marks it near-fp32. ozaki:lesson is FP32-accurate, but its speed depends on
     the data, which auto cannot see: the registry keeps it from auto (not_for_auto). The engine's ozaki, whose time
-    the data moves by at most a quarter (benchmarks/results/ozaki-classes-h200.json), is a candidate. Neither the
-    candidates nor any shipped choice include the others."""
+    the data moves by at most a fifth (benchmarks/results/raw/ozaki-classes-engine-h200-53958ee-4096.json), is a
+    candidate. Neither the candidates nor any shipped choice include the others."""
     near = {f"{k.name}:{c.name}" for k in fastsgemm.kernels() for c in k.configs if c.precision == "near-fp32"}
     kept = {name for k in fastsgemm.kernels() if k.not_for_auto
             for name in (k.name, *(f"{k.name}:{c.name}" for c in k.configs))}
