@@ -8,7 +8,8 @@
 #           (carry .ab; the checkout itself is not built)
 #
 # Writes to $OUT: build-main.log, build-branch.log, tests.log (the branch's own tests, run from its tree against
-# its build), ab-main-N.json and ab-branch-N.json (engine_ab.py time), ab.json (engine_ab.py compare: each
+# its build; a tree built at the same commit by an earlier call on this machine is kept), ab-main-N.json and
+# ab-branch-N.json (engine_ab.py time), ab.json (engine_ab.py compare: each
 # (kernel, shape)'s median over the rounds, the branch against main). With --overhead each round also times
 # whole calls at 64^3 and 128^3 (python -m fastsgemm.bench --overhead).
 set -uo pipefail
@@ -40,9 +41,14 @@ run() {
     done
     [ -d .ab/main ] && [ -d .ab/branch ] || { echo "no .ab/ trees: run 'branch_ab.sh pack BRANCH' here first" >&2; return 1; }
     start=$(date +%s)
-    for tree in main branch; do  # at once: about a minute for both
-        (cd ".ab/$tree" && FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} python3 -m pip install -q \
-            --no-build-isolation --no-deps --target "/tmp/ab-$tree" . >"$OUT/build-$tree.log" 2>&1) &
+    for tree in main branch; do  # at once: about a minute for both; a tree already built at its commit is kept
+        if cmp -s ".ab/$tree/COMMIT" "/tmp/ab-$tree/COMMIT"; then
+            echo "kept: $tree $(cat ".ab/$tree/COMMIT") was built by an earlier call" >"$OUT/build-$tree.log"
+            continue
+        fi
+        (rm -rf "/tmp/ab-$tree" && cd ".ab/$tree" && FASTSGEMM_CUDA_ARCHS=${FASTSGEMM_CUDA_ARCHS:-90} \
+            python3 -m pip install -q --no-build-isolation --no-deps --target "/tmp/ab-$tree" . \
+            >"$OUT/build-$tree.log" 2>&1 && cp COMMIT "/tmp/ab-$tree/COMMIT") &
     done
     wait
     for tree in main branch; do
