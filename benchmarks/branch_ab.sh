@@ -67,7 +67,7 @@ run() {
     [ -n "$kernels" ] && only=(--kernels $kernels)
     for ((r = 1; r <= rounds; ++r)); do
         for tree in main branch; do
-            PYTHONPATH="/tmp/ab-$tree" python3 benchmarks/engine_ab.py time --label "$([ $tree = main ] && echo base || echo new)" \
+            FASTSGEMM_GIT_COMMIT=$(cat ".ab/$tree/COMMIT") PYTHONPATH="/tmp/ab-$tree" python3 benchmarks/engine_ab.py time --label "$([ $tree = main ] && echo base || echo new)" \
                 --out "$OUT/ab-$tree-$r.json" "${only[@]}" "${overhead[@]}" >/dev/null 2>>"$OUT/ab.err" ||
                 { echo "timing $tree, round $r, failed:"; tail -5 "$OUT/ab.err"; return 1; }
         done
