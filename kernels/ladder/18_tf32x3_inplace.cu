@@ -147,13 +147,17 @@ __device__ __forceinline__ void split_r_fragments(const float *raw_r, int row, i
     if constexpr (R_ALONG_K) {
         tf32x3_regs::split_fragments<false, STEPS>(raw_r, row, col, first_step, hi, lo);
     } else {
+        // k % 8 is col + 4 (i / 2) at every k-step, so a k-step moves each of the four offsets by 8 lines of k:
+        // written so, the four are loop-invariant sums that ptxas keeps (or recomputes) cheaply. Written as
+        // raw_r_offset(r, k) of the whole k, the k-loop held 274 instructions an iteration, not 232
+        // (benchmarks/sass_loops.py).
+        const float *first = raw_r + 8 * kBoxRows * first_step;
 #pragma unroll
         for (int j = 0; j < STEPS; ++j)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int k = 8 * (first_step + j) + col + 4 * (i / 2);
-                split_rn(raw_r[raw_r_offset<false>(row + 8 * (i % 2), k)], hi[j][i], lo[j][i]);
-            }
+            for (int i = 0; i < 4; ++i)
+                split_rn(first[raw_r_offset<false>(row + 8 * (i % 2), col + 4 * (i / 2)) + 8 * kBoxRows * j],
+                         hi[j][i], lo[j][i]);
     }
 }
 
