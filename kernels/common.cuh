@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "ladder.h"
+#include "support/smem_limit.h"
 
 namespace fsg {
 
@@ -118,12 +119,12 @@ cudaError_t for_layouts(const fsg_gemm &g, Launch &&launch) {
 }
 
 /* kernel<<<grid, threads, smem, stream>>>(args...), first raising the kernel's
- * dynamic shared-memory limit when smem passes the 48 KiB default. A failure
- * of either shows in cudaGetLastError(), which for_layouts returns. */
+ * dynamic shared-memory limit when smem passes the 48 KiB default (once per
+ * context: support/smem_limit.h). A failure of either shows in
+ * cudaGetLastError(), which for_layouts returns. */
 template <typename Kernel, typename... Args>
 void launch_with_smem(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, const Args &...args) {
-    if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (smem > 48 * 1024 && fsg_allow_dynamic_smem(reinterpret_cast<const void *>(kernel), smem) != cudaSuccess)
         return;
     kernel<<<grid, threads, smem, stream>>>(args...);
 }

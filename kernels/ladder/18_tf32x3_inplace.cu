@@ -107,7 +107,7 @@ __device__ __forceinline__ void allow_next_grid() { asm volatile("griddepcontrol
 template <typename... Params, typename... Args>
 cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cudaStream_t stream,
                               const Args &...args) {
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t err = fsg_allow_dynamic_smem(reinterpret_cast<const void *>(kernel), smem);
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (err == cudaSuccess) err = cudaStreamIsCapturing(stream, &capture);
     if (err != cudaSuccess) return err;

@@ -1,0 +1,83 @@
+/*
+ * smem_limit.c: fsg_allow_dynamic_smem (smem_limit.h).
+ *
+ * Every wgmma kernel takes more than the 48 KiB of dynamic shared memory a
+ * kernel may use without asking, and each launch used to ask again
+ * (cudaFuncSetAttribute): host time on every call, where the answer only
+ * changes the first time in a context. A table remembers what each kernel was
+ * allowed in each context. Contexts are the driver's: fastsgemm retains each
+ * device's primary context for the life of the process (csrc/device_context.c),
+ * and a caller's own context, current when it calls, is a key of its own.
+ */
+#include "support/smem_limit.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+enum { kSlots = 4096 }; /* kernels x contexts; about 200 kernels ask today */
+
+typedef struct {
+    const void *kernel; /* NULL: an empty slot */
+    CUcontext context;
+    size_t bytes;       /* what it was allowed there */
+} allowance;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static allowance slots[kSlots];
+
+typedef CUresult (*context_get_fn)(CUcontext *);
+static context_get_fn context_get; /* cuCtxGetCurrent, looked up once (under the lock) */
+static int looked_up;
+
+static size_t slot_of(const void *kernel, CUcontext context) {
+    const uint64_t key = (uint64_t)(uintptr_t)kernel * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)context;
+    return (size_t)((key ^ (key >> 29)) % kSlots);
+}
+
+/* The slot of (kernel, context), or the empty one where it would go; NULL when the table is full. Under the lock. */
+static allowance *find(const void *kernel, CUcontext context) {
+    size_t i = slot_of(kernel, context);
+    for (int probes = 0; probes < kSlots; ++probes, i = (i + 1) % kSlots) {
+        allowance *a = &slots[i];
+        if (a->kernel == NULL || (a->kernel == kernel && a->context == context)) return a;
+    }
+    return NULL;
+}
+
+cudaError_t fsg_allow_dynamic_smem(const void *kernel, size_t bytes) {
+    pthread_mutex_lock(&lock);
+    if (!looked_up) {
+        void *fn = NULL;
+        enum cudaDriverEntryPointQueryResult found;
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) !=
+                cudaSuccess ||
+            found != cudaDriverEntryPointSuccess)
+            fn = NULL;
+        (void)cudaGetLastError(); /* a failed lookup is not the caller's error */
+        context_get = (context_get_fn)fn;
+        looked_up = 1;
+    }
+    CUcontext context = NULL;
+    if (context_get == NULL || context_get(&context) != CUDA_SUCCESS) context = NULL;
+    allowance *a = context != NULL ? find(kernel, context) : NULL;
+    const int allowed = a != NULL && a->kernel != NULL && a->bytes >= bytes;
+    pthread_mutex_unlock(&lock);
+    if (allowed) return cudaSuccess;
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (err != cudaSuccess || context == NULL) return err;
+    pthread_mutex_lock(&lock);
+    a = find(kernel, context); /* again: another thread may have filled a slot meanwhile */
+    if (a != NULL) {
+        if (a->kernel == NULL) {
+            a->kernel = kernel;
+            a->context = context;
+            a->bytes = bytes;
+        } else if (a->bytes < bytes) {
+            a->bytes = bytes;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return cudaSuccess;
+}
