@@ -5,9 +5,10 @@
  * kernel may use without asking, and each launch used to ask again
  * (cudaFuncSetAttribute): host time on every call, where the answer only
  * changes the first time in a context. A table remembers what each kernel was
- * allowed in each context. Contexts are the driver's: fastsgemm retains each
- * device's primary context for the life of the process (csrc/device_context.c),
- * and a caller's own context, current when it calls, is a key of its own.
+ * allowed in each context. Contexts are named by the driver's context ID
+ * (cuCtxGetId), which is never reused within a process, unlike a context's
+ * handle: a caller that destroys its own context and creates another at the
+ * same address gets a key of its own, and the limit asked for again.
  */
 #include "support/smem_limit.h"
 
@@ -20,7 +21,7 @@ enum { kSlots = 4096 }; /* kernels x contexts; about 200 kernels ask today */
 
 typedef struct {
     const void *kernel; /* NULL: an empty slot */
-    CUcontext context;
+    unsigned long long context; /* cuCtxGetId's */
     size_t bytes;       /* what it was allowed there */
 } allowance;
 
@@ -28,16 +29,18 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static allowance slots[kSlots];
 
 typedef CUresult (*context_get_fn)(CUcontext *);
-static context_get_fn context_get; /* cuCtxGetCurrent, looked up once (under the lock) */
+typedef CUresult (*context_id_fn)(CUcontext, unsigned long long *);
+static context_get_fn context_get; /* cuCtxGetCurrent and cuCtxGetId, looked up once (under the lock) */
+static context_id_fn context_id;
 static int looked_up;
 
-static size_t slot_of(const void *kernel, CUcontext context) {
-    const uint64_t key = (uint64_t)(uintptr_t)kernel * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)context;
+static size_t slot_of(const void *kernel, unsigned long long context) {
+    const uint64_t key = (uint64_t)(uintptr_t)kernel * 0x9E3779B97F4A7C15ull ^ (uint64_t)context;
     return (size_t)((key ^ (key >> 29)) % kSlots);
 }
 
 /* The slot of (kernel, context), or the empty one where it would go; NULL when the table is full. Under the lock. */
-static allowance *find(const void *kernel, CUcontext context) {
+static allowance *find(const void *kernel, unsigned long long context) {
     size_t i = slot_of(kernel, context);
     for (int probes = 0; probes < kSlots; ++probes, i = (i + 1) % kSlots) {
         allowance *a = &slots[i];
@@ -49,24 +52,31 @@ static allowance *find(const void *kernel, CUcontext context) {
 cudaError_t fsg_allow_dynamic_smem(const void *kernel, size_t bytes) {
     pthread_mutex_lock(&lock);
     if (!looked_up) {
-        void *fn = NULL;
+        void *get = NULL, *id = NULL;
         enum cudaDriverEntryPointQueryResult found;
-        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) !=
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &found) !=
                 cudaSuccess ||
             found != cudaDriverEntryPointSuccess)
-            fn = NULL;
+            get = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetId", &id, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+            found != cudaDriverEntryPointSuccess)
+            id = NULL;
         (void)cudaGetLastError(); /* a failed lookup is not the caller's error */
-        context_get = (context_get_fn)fn;
+        context_get = (context_get_fn)get;
+        context_id = (context_id_fn)id;
         looked_up = 1;
     }
-    CUcontext context = NULL;
-    if (context_get == NULL || context_get(&context) != CUDA_SUCCESS) context = NULL;
-    allowance *a = context != NULL ? find(kernel, context) : NULL;
+    CUcontext current = NULL;
+    unsigned long long context = 0; /* 0: not known, so not remembered */
+    if (context_get != NULL && context_id != NULL && context_get(&current) == CUDA_SUCCESS && current != NULL &&
+        context_id(current, &context) != CUDA_SUCCESS)
+        context = 0;
+    allowance *a = context != 0 ? find(kernel, context) : NULL;
     const int allowed = a != NULL && a->kernel != NULL && a->bytes >= bytes;
     pthread_mutex_unlock(&lock);
     if (allowed) return cudaSuccess;
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (err != cudaSuccess || context == NULL) return err;
+    if (err != cudaSuccess || context == 0) return err;
     pthread_mutex_lock(&lock);
     a = find(kernel, context); /* again: another thread may have filled a slot meanwhile */
     if (a != NULL) {
