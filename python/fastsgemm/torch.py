@@ -199,6 +199,18 @@ def _plain_eager(a, b) -> bool:
             and not torch._C._functorch.is_functorch_wrapped_tensor(b))
 
 
+def _nothing_intercepts() -> bool:
+    """_plain_eager's checks of torch's state, without its checks of the operands: nothing compiles, traces,
+    profiles, dispatches through a mode or transforms the call, and no forward-mode level is open."""
+    return (not torch.compiler.is_compiling()
+            and torch._C._get_tracing_state() is None
+            and not torch.autograd._profiler_enabled()
+            and torch._C._len_torch_dispatch_stack() == 0
+            and torch._C._len_torch_function_stack() == 0
+            and torch._C._functorch.peek_interpreter_stack() is None
+            and forward_ad._current_level < 0)
+
+
 def _under_jvp() -> bool:
     """Whether a torch.func forward-mode transform (jvp, jacfwd, hessian) is active, at any depth of the stack."""
     try:
@@ -338,6 +350,18 @@ class Linear(torch.nn.Linear):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
+        # Inference first, in as few Python steps as can be (a call at batch 1 is mostly host time): where autograd
+        # records nothing and nothing traces or intercepts the call, _sgemm.linear_fast checks the rest itself (CUDA
+        # float32 tensors, input rows that merge, a bias of out_features) and hands back NotImplemented otherwise.
+        # The types first: a tracer's proxy must not be asked anything (torch.fx refuses a proxy in an `if`).
+        if (type(input) is torch.Tensor and type(weight) in _PLAIN_TENSORS
+                and (bias is None or type(bias) in _PLAIN_TENSORS)
+                and (not torch.is_grad_enabled()
+                     or not (weight.requires_grad or input.requires_grad or (bias is not None and bias.requires_grad)))
+                and _nothing_intercepts()):
+            result = _sgemm.linear_fast(input, weight, bias, self.kernel)
+            if result is not NotImplemented:
+                return result
         # A plain eager call (no forward-mode level either; ordinary tensors checked first, so that a tracer's proxy
         # goes to the generic path untouched) with a contiguous weight, a float32 bias on the input's device or none,
         # and an input whose rows are one matrix without a copy: _LinearProduct where autograd records, else the
