@@ -7,9 +7,10 @@ A loop is the span from a backward branch's target to the branch. The main loop 
 shortest loop that holds a wgmma (HGMMA) or an mma.sync (HMMA); of any other kernel, the shortest loop that
 holds an FFMA. For each kernel whose mangled name contains --kernel (all kernels without it) the script prints
 that loop's length and its opcode counts; with --against, the same kernel's loop in the other file and the
-opcodes whose counts differ. Static code only: a loop's length times its trip count is what the SM issues, so
-a longer main loop is a slower kernel whatever the rest of the code does (benchmarks/NOTES.md, "The exact
-epilogue's cost, counted by ncu").
+opcodes whose counts differ. Static code only: a loop's length is the instructions a warp issues an iteration
+where no branch inside it is taken, not their stalls; for rung 18 it matched ncu's executed-instruction counts
+(benchmarks/NOTES.md, "The exact epilogue's cost, counted by ncu"). A kernel built for several architectures in
+one object is counted once (the last).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 
 FUNCTION = re.compile(r"Function : (\S+)")
 INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-BRANCH = re.compile(r"\bBRA\s+(?:\S+\s+)?0x([0-9a-f]+)")
+BRANCH = re.compile(r"\bBRA(?:\.[A-Z.]+)?\s+(?:\S+\s+)?0x([0-9a-f]+)")  # BRA, BRA.U.ANY, BRA.DIV, ...
 
 
 def functions(path: str) -> dict[str, list[tuple[int, str]]]:

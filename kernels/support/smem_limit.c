@@ -8,7 +8,10 @@
  * allowed in each context. Contexts are named by the driver's context ID
  * (cuCtxGetId), which is never reused within a process, unlike a context's
  * handle: a caller that destroys its own context and creates another at the
- * same address gets a key of its own, and the limit asked for again.
+ * same address gets a key of its own, and the limit asked for again. Not handled: a
+ * device reset (cudaDeviceReset) under a primary context fastsgemm retains,
+ * which fastsgemm's other per-context state (cuBLAS handles, workspace pools)
+ * does not survive either.
  */
 #include "support/smem_limit.h"
 
@@ -17,7 +20,8 @@
 
 #include <cuda.h>
 
-enum { kSlots = 4096 }; /* kernels x contexts; about 200 kernels ask today */
+enum { kSlots = 4096, kProbes = 64 }; /* kernels x contexts (about 200 kernels ask today); a key's slot is among
+                                       * kProbes from its hash, or it is not remembered (asked every time) */
 
 typedef struct {
     const void *kernel; /* NULL: an empty slot */
@@ -39,10 +43,11 @@ static size_t slot_of(const void *kernel, unsigned long long context) {
     return (size_t)((key ^ (key >> 29)) % kSlots);
 }
 
-/* The slot of (kernel, context), or the empty one where it would go; NULL when the table is full. Under the lock. */
+/* The slot of (kernel, context), or the empty one where it would go; NULL when none is within kProbes of its hash
+ * (a full table: asked every time, as before). Under the lock. */
 static allowance *find(const void *kernel, unsigned long long context) {
     size_t i = slot_of(kernel, context);
-    for (int probes = 0; probes < kSlots; ++probes, i = (i + 1) % kSlots) {
+    for (int probes = 0; probes < kProbes; ++probes, i = (i + 1) % kSlots) {
         allowance *a = &slots[i];
         if (a->kernel == NULL || (a->kernel == kernel && a->context == context)) return a;
     }
@@ -61,7 +66,7 @@ cudaError_t fsg_allow_dynamic_smem(const void *kernel, size_t bytes) {
         if (cudaGetDriverEntryPointByVersion("cuCtxGetId", &id, 12000, cudaEnableDefault, &found) != cudaSuccess ||
             found != cudaDriverEntryPointSuccess)
             id = NULL;
-        (void)cudaGetLastError(); /* a failed lookup is not the caller's error */
+        if (get == NULL || id == NULL) (void)cudaGetLastError(); /* a failed lookup is not the caller's error */
         context_get = (context_get_fn)get;
         context_id = (context_id_fn)id;
         looked_up = 1;
@@ -72,22 +77,18 @@ cudaError_t fsg_allow_dynamic_smem(const void *kernel, size_t bytes) {
         context_id(current, &context) != CUDA_SUCCESS)
         context = 0;
     allowance *a = context != 0 ? find(kernel, context) : NULL;
-    const int allowed = a != NULL && a->kernel != NULL && a->bytes >= bytes;
-    pthread_mutex_unlock(&lock);
-    if (allowed) return cudaSuccess;
+    if (a != NULL && a->kernel != NULL && a->bytes >= bytes) {
+        pthread_mutex_unlock(&lock);
+        return cudaSuccess;
+    }
+    // Asked under the lock (once per kernel and context), so that two threads asking for different sizes cannot
+    // leave the smaller one set while the table records the larger.
     const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (err != cudaSuccess || context == 0) return err;
-    pthread_mutex_lock(&lock);
-    a = find(kernel, context); /* again: another thread may have filled a slot meanwhile */
-    if (a != NULL) {
-        if (a->kernel == NULL) {
-            a->kernel = kernel;
-            a->context = context;
-            a->bytes = bytes;
-        } else if (a->bytes < bytes) {
-            a->bytes = bytes;
-        }
+    if (err == cudaSuccess && a != NULL) {
+        a->kernel = kernel;
+        a->context = context;
+        a->bytes = bytes;
     }
     pthread_mutex_unlock(&lock);
-    return cudaSuccess;
+    return err;
 }
