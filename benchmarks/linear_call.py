@@ -21,25 +21,15 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 import fastsgemm.torch as fst
 from fastsgemm import _sgemm
+from torch_layer import loop_time as per_call  # beside this file: wall clock over a loop, one synchronize
 
 CASES = [(1, 1024, 1024, 3000), (8, 1024, 1024, 3000), (64, 1024, 1024, 3000), (16, 4096, 4096, 500)]
-
-
-def per_call(call, calls: int) -> float:
-    """Microseconds a call: wall clock over `calls` calls, one synchronize at the end."""
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def layers(batch: int, fin: int, fout: int):
