@@ -137,12 +137,15 @@ def high_band(x: np.ndarray, gap: float, most: int) -> np.ndarray:
     return mask & (m > 0)
 
 
-def band_check(a: np.ndarray, b: np.ndarray, moduli: int, tau: float, gap: float, most: int, levels: int = 6):
+def band_check(a: np.ndarray, b: np.ndarray, moduli: int, tau: float, gap: float, most: int, levels: int = 6,
+               lower_from: str = "magnitudes"):
     """pair_check with each row of A and column of B split in two: its high band (high_band: few elements, kept
     exact and multiplied in double, A's high band against all of B and the rest of A against B's) and the rest, on
     the integer path scaled by the rest's own root mean square. The check bounds the integer path's error (the
     rest's rounding) against a lower bound of the whole |A| |B|: the rests' magnitudes product, each on the 1/64
     grid of its own largest element, plus the high bands' terms, exact (on the GPU, beside their products).
+    lower_from="result": no magnitudes' product; the lower bound of |A| |B| is |C~| - U instead (|A| |B| >= |C| >=
+    |C~| - U, C~ the result before its rounding), as a check without the magnitudes' INT8 plane would have it.
     Returns (C, the outputs flagged, U, the high bands' shares of A's and B's elements)."""
     band_a, band_b = high_band(a, gap, most), high_band(b.T, gap, most).T
     rest_a, rest_b = np.where(band_a, 0.0, a).astype(np.float32), np.where(band_b, 0.0, b).astype(np.float32)
@@ -155,6 +158,8 @@ def band_check(a: np.ndarray, b: np.ndarray, moduli: int, tau: float, gap: float
         result = (ints.astype(np.float64) + high).astype(np.float32)
         magnitudes = lambda x: np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0.0)  # noqa: E731
         lower = lower + np.abs(high_a) @ magnitudes(b) + magnitudes(rest_a) @ np.abs(high_b)
+        if lower_from == "result":
+            lower = np.maximum(np.abs(ints.astype(np.float64) + high) - bound, 0.0)
     special = ~np.isfinite(a).all(axis=1)[:, None] | ~np.isfinite(b).all(axis=0)[None, :]
     flagged = special | (bound > tau * lower)
     return result, flagged, bound, float(band_a.mean()), float(band_b.mean())
@@ -262,6 +267,9 @@ def main() -> None:
                         help="instead: the check on pairs with each row's high band taken out (band_check)")
     parser.add_argument("--gap", type=float, default=4.0, help="--bands: a high element is 2^gap times the rest's RMS")
     parser.add_argument("--most", type=int, default=4, help="--bands: at most this many high elements a row")
+    parser.add_argument("--lower", choices=["magnitudes", "result"], default="magnitudes",
+                        help="--bands: |A| |B|'s lower bound from the magnitudes' product (the kernel's), or from the "
+                             "result itself (|C~| - U: no magnitudes' plane)")
     args = parser.parse_args()
     if args.pairs:
         pairs(args)
@@ -323,13 +331,14 @@ def bands(args) -> None:
     """band_check per class: the outputs flagged, the high bands' shares, and the error with the flagged outputs
     computed exactly, against FP32's."""
     print(f"{args.size} x {args.size} x {args.k}, {args.moduli} moduli, tau {args.bands:g}, gap 2^{args.gap:g}, "
-          f"at most {args.most} a row")
+          f"at most {args.most} a row, lower bound from the {args.lower}")
     print(f"{'class':<45} {'flagged':>8} {'A high':>7} {'B high':>7}   {'integers + bands, flagged exact':>31}   "
           f"{'FP32 (NumPy)':>19}")
     rows = []
     for index, name in enumerate(args.classes):
         a, b, want, ab, fp32 = class_data(name, index, args)
-        got, flagged, _, high_a, high_b = band_check(a, b, args.moduli, args.bands, args.gap, args.most)
+        got, flagged, _, high_a, high_b = band_check(a, b, args.moduli, args.bands, args.gap, args.most,
+                                                     lower_from=args.lower)
         result = got.copy()
         with np.errstate(invalid="ignore", over="ignore"):
             result[flagged] = want[flagged].astype(np.float32)
@@ -338,7 +347,7 @@ def bands(args) -> None:
         rows.append(row)
         print(f"{name:<45} {row['flagged']:8.2%} {high_a:7.3%} {high_b:7.3%}   {cell(row['result']):>31}   "
               f"{cell(row['fp32_numpy']):>19}")
-    write_out(args, tau=args.bands, gap=args.gap, most=args.most, rows=rows)
+    write_out(args, tau=args.bands, gap=args.gap, most=args.most, lower=args.lower, rows=rows)
 
 
 if __name__ == "__main__":
