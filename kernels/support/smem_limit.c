@@ -8,10 +8,10 @@
  * allowed in each context. Contexts are named by the driver's context ID
  * (cuCtxGetId), which is never reused within a process, unlike a context's
  * handle: a caller that destroys its own context and creates another at the
- * same address gets a key of its own, and the limit asked for again. Not handled: a
- * device reset (cudaDeviceReset) under a primary context fastsgemm retains,
- * which fastsgemm's other per-context state (cuBLAS handles, workspace pools)
- * does not survive either.
+ * same address gets a key of its own, and the limit asked for again.
+ * Not handled: a device reset (cudaDeviceReset) under a primary context
+ * fastsgemm retains, which fastsgemm's other per-context state (cuBLAS
+ * handles, workspace pools) does not survive either.
  */
 #include "support/smem_limit.h"
 
