@@ -40,7 +40,9 @@ SQUARES = [[n] * 3 for n in (64, 128, 256, 384, 512, 768, 1024, 1280, 1536, 2048
 # results, a small K (little work per output) and long K with small and large results (the ladder's rungs
 # split K > 4096 into slices for accuracy, all in one launch, then sum them in order); thin results, as a small
 # batch through a layer makes (a few rows, or a few columns in its backward), whose few blocks leave most SMs
-# idle unless K is cut (the engine's thin configurations).
+# idle unless K is cut (the engine's thin configurations); and a training step's products through Linear layers
+# (fastsgemm.torch): the weight's gradient g^T x, whose K is the batch's rows, and the input's, g W, for a
+# 512 -> 1024 -> 1024 MLP on a batch of 256, a 256-wide layer on 64 rows, and a transformer block's 4096 -> 1024.
 OTHER_SHAPES = [
     [1, 1024, 1024],
     [8, 1024, 1024],
@@ -60,6 +62,11 @@ OTHER_SHAPES = [
     [128, 128, 65536],
     [1024, 1024, 32768],
     [4096, 4096, 16384],
+    [1024, 1024, 256],
+    [1024, 512, 256],
+    [256, 512, 1024],
+    [256, 256, 64],
+    [1024, 4096, 4096],
 ]
 DEFAULT_SHAPES = SQUARES + OTHER_SHAPES
 # Stacks, as count x M x N x K: many small products, a few mid-sized ones, and attention's two products (scores
@@ -144,8 +151,8 @@ def _key(entry) -> tuple:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="*", type=parse_shape, default=None,
-                        help="N (square) or MxNxK (default, when neither --sizes nor --stacks is given: 14 squares "
-                             "from 64 to 16384 and 12 other shapes)")
+                        help=f"N (square) or MxNxK (default, when neither --sizes nor --stacks is given: "
+                             f"{len(SQUARES)} squares from 64 to 16384 and {len(OTHER_SHAPES)} other shapes)")
     parser.add_argument("--stacks", nargs="*", type=parse_stack, default=None,
                         help=f"stacks as countxMxNxK (default, when neither is given: {len(DEFAULT_STACKS)} stacks)")
     parser.add_argument("--merge", action="store_true",
