@@ -188,27 +188,21 @@ def _plain_eager(a, b) -> bool:
     `with torch.device(...)` and torch.set_default_device: such calls take the operator too.)"""
     return (type(a) in _PLAIN_TENSORS and type(b) in _PLAIN_TENSORS
             and a.device.type in ("cpu", "cuda") and b.device.type in ("cpu", "cuda")
-            and not torch.compiler.is_compiling()
+            and _plain_state()
+            and not torch._C._functorch.is_functorch_wrapped_tensor(a)
+            and not torch._C._functorch.is_functorch_wrapped_tensor(b))
+
+
+def _plain_state() -> bool:
+    """_plain_eager's checks of torch's state, without its checks of the operands: nothing compiles, traces,
+    profiles, dispatches through a mode or transforms the call."""
+    return (not torch.compiler.is_compiling()
             # torch.jit.trace records operators: a product outside one would be traced as a constant.
             and torch._C._get_tracing_state() is None
             and not torch.autograd._profiler_enabled()  # the profiler shows fastsgemm::matmul as an operator
             and torch._C._len_torch_dispatch_stack() == 0  # no TorchDispatchMode (FakeTensorMode, recorders, ...)
             and torch._C._len_torch_function_stack() == 0  # no TorchFunctionMode
-            and torch._C._functorch.peek_interpreter_stack() is None  # no torch.func transform (vmap, grad, ...)
-            and not torch._C._functorch.is_functorch_wrapped_tensor(a)
-            and not torch._C._functorch.is_functorch_wrapped_tensor(b))
-
-
-def _nothing_intercepts() -> bool:
-    """_plain_eager's checks of torch's state, without its checks of the operands: nothing compiles, traces,
-    profiles, dispatches through a mode or transforms the call, and no forward-mode level is open."""
-    return (not torch.compiler.is_compiling()
-            and torch._C._get_tracing_state() is None
-            and not torch.autograd._profiler_enabled()
-            and torch._C._len_torch_dispatch_stack() == 0
-            and torch._C._len_torch_function_stack() == 0
-            and torch._C._functorch.peek_interpreter_stack() is None
-            and forward_ad._current_level < 0)
+            and torch._C._functorch.peek_interpreter_stack() is None)  # no torch.func transform (vmap, grad, ...)
 
 
 def _under_jvp() -> bool:
@@ -358,7 +352,7 @@ class Linear(torch.nn.Linear):
                 and (bias is None or type(bias) in _PLAIN_TENSORS)
                 and (not torch.is_grad_enabled()
                      or not (weight.requires_grad or input.requires_grad or (bias is not None and bias.requires_grad)))
-                and _nothing_intercepts()):
+                and _plain_state() and forward_ad._current_level < 0):
             result = _sgemm.linear_fast(input, weight, bias, self.kernel)
             if result is not NotImplemented:
                 return result
