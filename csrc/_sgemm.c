@@ -256,10 +256,12 @@ static PyObject *build_info(PyObject *module, PyObject *unused) {
 
 /* ---- the registry ---- */
 
-/* ladder.h's fsg_fill as Python sees it: (tile_m, tile_n, blocks_per_sm, short_slice), or None when left zero. */
+/* ladder.h's fsg_fill as Python sees it: (tile_m, tile_n, blocks_per_sm, short_slice, whole_k), or None when left
+ * zero. */
 static PyObject *fill_tuple(const fsg_fill *fill) {
     if (fill->tile_m == 0) Py_RETURN_NONE;
-    return Py_BuildValue("(iiii)", fill->tile_m, fill->tile_n, fill->blocks_per_sm, fill->short_slice);
+    return Py_BuildValue("(iiiiO)", fill->tile_m, fill->tile_n, fill->blocks_per_sm, fill->short_slice,
+                         fill->whole_k ? Py_True : Py_False);
 }
 
 static PyObject *rungs(PyObject *module, PyObject *unused) {

@@ -314,6 +314,7 @@ static cudaError_t stage_input(scratch *s, fsg_side work, const fsg_matrix *x, c
  * launcher's `fill` (ladder.h: the rung's own, or its configuration's). */
 static int64_t k_slices(const fsg_rung *rung, const fsg_fill *fill, int64_t m, int64_t n, int64_t k) {
     if (rung->number < 0) return 1;  // cuBLAS splits (or not) by itself
+    if (fill->whole_k) return 1;      // a launcher that takes any K whole (ladder.h): the same bits at any M and N
     // An engine configuration's short_slice: a short K is cut too, into slices of at least short_slice (all but the
     // last, launch_split_k's remainder).
     const bool short_k = fill->short_slice > 0 && k >= 2 * (int64_t)fill->short_slice;

@@ -111,6 +111,10 @@ typedef struct fsg_fill {
     int tile_m, tile_n; /* the block tile */
     int blocks_per_sm;  /* blocks resident on one SM at a time */
     int short_slice;    /* 0: a K up to 4096 runs whole */
+    /* true: K is never cut, whatever the problem's shape. For a launcher that takes any K whole and gains nothing
+     * from slices (ozaki: its sums are exact integers, panels of K added in order, and it would run slices one
+     * after another anyway), so that a row's result does not depend on how many rows the product has. */
+    bool whole_k;
 } fsg_fill;
 
 /* Another template configuration of a rung: the same code and idea with other

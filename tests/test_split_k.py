@@ -25,7 +25,6 @@ from conftest import assert_close, random_matrix, reference, rung_params, tolera
 pytestmark = pytest.mark.gpu
 
 CUDA_KERNELS = rung_params("cuda")
-SPLITTING_KERNELS = [p for p in CUDA_KERNELS if not p.values[0].startswith("cublas")]  # cuBLAS splits by itself
 
 # csrc/operands.c: split from K = 4097 into slices of about 512 (at most 128, workspace under 64 MiB), each
 # a whole number of 32-deep k-tiles; for a kernel with a fill rule (the tensor-core rungs), no more slices than
@@ -40,8 +39,20 @@ def fill_of(kernel):
     return next(c for c in info.configs if c.name == config).fill if config else info.fill
 
 
+def whole_k(kernel):
+    """Whether the planner never cuts this kernel's K (the registry's fill, whole_k: ozaki's)."""
+    fill = fill_of(kernel)
+    return fill is not None and len(fill) > 4 and bool(fill[4])
+
+
+# cuBLAS splits by itself; ozaki never splits (whole_k)
+SPLITTING_KERNELS = [p for p in CUDA_KERNELS if not p.values[0].startswith("cublas") and not whole_k(p.values[0])]
+
+
 def slice_step(m, n, k, kernel=None):
     """The K-slice length operands.c chooses for an m x n x k product of a ladder rung (k: no split)."""
+    if kernel is not None and whole_k(kernel):
+        return k
     fill = fill_of(kernel) if kernel is not None else None
     short_slice = fill[3] if fill is not None else 0
     short_k = short_slice > 0 and k >= 2 * short_slice  # an engine thin configuration cuts a short K too
@@ -49,7 +60,7 @@ def slice_step(m, n, k, kernel=None):
         return k
     slices = min(k // short_slice if short_k else -(-k // SPLIT_SLICE), WORKSPACE_BYTES // (m * n * 4), MAX_SLICES)
     if fill is not None:
-        tile_m, tile_n, per_sm, _ = fill
+        tile_m, tile_n, per_sm = fill[:3]
         blocks, wave = -(-m // tile_m) * -(-n // tile_n), fastsgemm.device_info()["sm_count"] * per_sm
         slices = min(slices, 1 if blocks >= wave else wave // blocks)
     if slices < 2:

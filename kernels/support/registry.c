@@ -34,6 +34,9 @@ static const fsg_config warptile_configs[] = {
 /* The tensor-core rungs' sums keep their accuracy at any K: a long K is sliced
  * only to fill the GPU with blocks of their tile (ladder.h's fsg_fill). */
 #define FILL(TILE_M, TILE_N, PER_SM) .fill = {(TILE_M), (TILE_N), (PER_SM)}
+/* ozaki's: its integer sums are exact and its launcher runs K in panels added in order, so K is never cut by the
+ * planner (ladder.h's whole_k): a row's result is the same bits in a product of any number of rows. */
+#define WHOLE_K(TILE_M, TILE_N, PER_SM) .fill = {(TILE_M), (TILE_N), (PER_SM), 0, true}
 
 /* The engine's thin configurations: a rung's own launcher, with the planner told to cut even a short K into
  * slices side by side (ladder.h's short_slice), as far as one wave of its blocks needs. */
@@ -69,11 +72,11 @@ static const fsg_config tf32x3_regs_configs[] = {
 static const fsg_config ozaki_configs[] = {
     {"7", "seven moduli, not eight: an eighth less INT8 work, 8 bits fewer between the scaled operands, so more "
      "outputs leave the integers for double; never auto's (tf32x3 where INT8 wgmma is not had)",
-     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32",
+     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), WHOLE_K(128, 256, 1), .precision = "near-fp32",
      .source = "kernels/engine/ozaki.cu"},
     {"lesson", "the lesson's scheme: rows scaled by their largest element, a row whose rounding weighs too much "
      "computed whole in double, so its speed depends on the data (tf32x3 where INT8 wgmma is not had)",
-     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1),
+     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), WHOLE_K(128, 256, 1),
      .not_for_auto = "its speed depends on the data: a row whose rounding weighs too much runs whole as dot "
                      "products in double (70-100x slower on softmax rows, spread exponents, one outlier column)"},
 };
@@ -297,7 +300,7 @@ const fsg_rung fsg_rungs[] = {
         .sass = "IGMMA",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
-        FILL(128, 256, 1),
+        WHOLE_K(128, 256, 1),
         CONFIGS(ozaki_configs),
     },
     {

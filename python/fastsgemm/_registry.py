@@ -37,7 +37,8 @@ class KernelInfo(NamedTuple):
     # about 512, for sums whose accuracy needs them; (tile_m, tile_n, blocks_per_sm, short_slice): sums accurate at
     # any K, so only as many slices as one wave of such blocks needs to fill the GPU. short_slice > 0 (the engine's
     # thin configurations): any K from 2 * short_slice up is sliced so, in slices of at least short_slice (all but
-    # the last, which takes what is left).
+    # the last, which takes what is left). whole_k (a fifth element, True for ozaki): K is never sliced, so a row's
+    # result is the same bits in a product of any number of rows.
     fill: tuple | None = None
     # A stack of products (fastsgemm.matmul) runs in one launch: the product index is a grid dimension (the wgmma
     # rungs) or cuBLAS's strided-batched call. False: the stack runs product by product, a launch each.
