@@ -220,8 +220,8 @@ def test_every_output_within_the_checks_bound(kernel, data, k, rng):
 def test_high_bands_in_every_layout(data, layout, rng):
     """The engine's high bands (a row's few elements far above the rest, multiplied in double beside the integers)
     with A and B each row- or column-major: the scale pass reads a row along k (a warp's) or across k (a lane's in
-    each of 8 warps, merged in shared memory), and the slice pass zeroes the band in either. K = 20000 on this small
-    output runs as split-K slices of 512, each a product of its own with its own bands. Each output within the
+    each of 8 warps, merged in shared memory), and the slice pass zeroes the band in either. K = 20000 runs as two
+    panels (16384 and 3616), each with its own bands (the planner never cuts ozaki's K). Each output within the
     check's bound of |A| |B| against float64. This checks the results only: an output the check sends to double
     is right too, so whether the bands kept the classes on the integer path is benchmarks/ozaki_classes.py's to
     show (its time against normal data)."""
@@ -334,8 +334,9 @@ def test_blocks_taking_several_items(kernel, m, n, k, b_trans, rng):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("k", [16385, 40000])
 def test_long_k_in_panels(kernel, k, rng):
-    """Past kPanelK = 16384 the product runs in panels that add onto D (and, for this small output, in split-K
-    slices first): each panel exact in integers, the sum within the FP32 bound."""
+    """Past kPanelK = 16384 the product runs in panels that add onto D (ozaki:7, on this small output, in split-K
+    slices first; the planner never cuts ozaki's own K): each panel exact in integers, the sum within the FP32
+    bound."""
     A, B = random_matrix(rng, 300, k), random_matrix(rng, k, 280)
     exact = reference(A, B)
     mine, cublas = frobenius_error(run(kernel, A, B), exact), frobenius_error(run("cublas", A, B), exact)
