@@ -1,12 +1,13 @@
 /*
  * fastsgemm._sgemm: the C extension under the fastsgemm package.
  *
- * This file is the module: its table, its state, the DeviceBuffer type made
- * from its spec, and the module's functions, which call down into the rest
+ * This file is the module: its table, its state, the DeviceBuffer and
+ * DeviceMatrix types made from their specs, and the module's functions, which call down into the rest
  * and are called by none of it (tests/test_c_layers.py). Below it:
  * csrc/fast_call.c (sgemm and matmul read and run in one C call),
  * csrc/timing.c (the benchmark's timing harness), csrc/dlpack.c (the capsule
- * protocol), csrc/device_buffer.c (DeviceBuffer and its result pools),
+ * protocol), csrc/device_buffer.c (DeviceBuffer and its result pools, and
+ * DeviceMatrix, DeviceArray's C base),
  * csrc/call.c (operands, kernel choice, one GEMM or a stack with the GIL
  * released), csrc/allocation.c (an operand's memory checked against its
  * allocation), csrc/device_context.c (the calling thread's CUDA context),
@@ -32,6 +33,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg) {
     module_state *st = get_state(module);
     Py_VISIT(st->cuda_error);
     Py_VISIT(st->device_buffer);
+    Py_VISIT(st->device_matrix);
     return fast_state_traverse(&st->fast, visit, arg);
 }
 
@@ -39,6 +41,7 @@ static int module_clear(PyObject *module) {
     module_state *st = get_state(module);
     Py_CLEAR(st->cuda_error);
     Py_CLEAR(st->device_buffer);
+    Py_CLEAR(st->device_matrix);
     fast_state_clear(&st->fast);
     return 0;
 }
@@ -583,6 +586,8 @@ static int module_exec(PyObject *module) {
     if (st->cuda_error == NULL || PyModule_AddObjectRef(module, "CudaError", st->cuda_error) < 0) return -1;
     st->device_buffer = (PyTypeObject *)PyType_FromModuleAndSpec(module, &device_buffer_spec, NULL);
     if (st->device_buffer == NULL || PyModule_AddType(module, st->device_buffer) < 0) return -1;
+    st->device_matrix = (PyTypeObject *)PyType_FromModuleAndSpec(module, &device_matrix_spec, NULL);
+    if (st->device_matrix == NULL || PyModule_AddType(module, st->device_matrix) < 0) return -1;
     return fast_state_init(&st->fast);
 }
 

@@ -1,7 +1,8 @@
 /*
  * device_buffer.c: fastsgemm._sgemm.DeviceBuffer, the device memory a
- * DeviceArray owns, with its stream-ordered result pools. The module
- * (csrc/_sgemm.c) makes the type from device_buffer_spec.
+ * DeviceArray owns, with its stream-ordered result pools; and
+ * fastsgemm._sgemm.DeviceMatrix, DeviceArray's base, whose fields the fast
+ * path reads. The module (csrc/_sgemm.c) makes the types from their specs.
  */
 #include "extension.h"
 
@@ -244,3 +245,110 @@ cudaError_t result_pool_follow_limit(int device) {
     uint64_t keep = result_pool_keeps_now(device);
     return cudaMemPoolSetAttribute(result_pools[device], cudaMemPoolAttrReleaseThreshold, &keep);
 }
+
+/* ---- DeviceMatrix: fastsgemm.DeviceArray's base ----
+ * The Python class (python/fastsgemm/_device_array.py) derives from this type, so that its buffer, shape and last
+ * writer's stream live in the instance's struct (extension.h, DeviceMatrix), where the C fast path reads them
+ * directly. Python sees them as the read-only _buffer and _shape and the writable _stream; _bind sets the first
+ * two, once the class's __init__ has checked its arguments. */
+
+/* _bind(buffer, rows, cols): the matrix over `buffer`, row-major. */
+static PyObject *DeviceMatrix_bind(DeviceMatrix *self, PyTypeObject *defining_class, PyObject *const *args,
+                                   Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs != 3 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "_bind(buffer, rows, cols) takes 3 positional arguments");
+        return NULL;
+    }
+    const module_state *st = PyType_GetModuleState(defining_class);
+    if (st == NULL) return NULL;
+    if (Py_TYPE(args[0]) != st->device_buffer) {
+        PyErr_Format(PyExc_TypeError, "a DeviceMatrix's memory is a fastsgemm DeviceBuffer, not %.100s",
+                     Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    const long long rows = PyLong_AsLongLong(args[1]), cols = PyLong_AsLongLong(args[2]);
+    if ((rows == -1 || cols == -1) && PyErr_Occurred()) return NULL;
+    const Py_ssize_t nbytes = ((const DeviceBuffer *)args[0])->nbytes;
+    if (rows < 0 || cols < 0 || (cols > 0 && rows > nbytes / 4 / cols)) {
+        PyErr_Format(PyExc_ValueError, "shape (%lld, %lld) does not fit a buffer of %zd bytes", rows, cols, nbytes);
+        return NULL;
+    }
+    Py_XSETREF(self->buffer, Py_NewRef(args[0]));
+    self->rows = rows;
+    self->cols = cols;
+    Py_RETURN_NONE;
+}
+
+static PyObject *DeviceMatrix_buffer(DeviceMatrix *self, void *closure) {
+    (void)closure;
+    if (self->buffer == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "this DeviceMatrix has no memory yet (_bind was not called)");
+        return NULL;
+    }
+    return Py_NewRef(self->buffer);
+}
+
+static PyObject *DeviceMatrix_shape(DeviceMatrix *self, void *closure) {
+    (void)closure;
+    return Py_BuildValue("(LL)", (long long)self->rows, (long long)self->cols);
+}
+
+static PyObject *DeviceMatrix_stream(DeviceMatrix *self, void *closure) {
+    (void)closure;
+    return Py_NewRef(self->stream != NULL ? self->stream : Py_None);
+}
+
+static int DeviceMatrix_set_stream(DeviceMatrix *self, PyObject *value, void *closure) {
+    (void)closure;
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_stream cannot be deleted (set it to None)");
+        return -1;
+    }
+    Py_XSETREF(self->stream, value == Py_None ? NULL : Py_NewRef(value));
+    return 0;
+}
+
+static void DeviceMatrix_dealloc(DeviceMatrix *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    if (self->weakrefs != NULL) PyObject_ClearWeakRefs((PyObject *)self);
+    Py_CLEAR(self->buffer);
+    Py_CLEAR(self->stream);
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+static PyMemberDef DeviceMatrix_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(DeviceMatrix, weakrefs), READONLY, NULL},
+    {NULL},
+};
+
+static PyGetSetDef DeviceMatrix_getset[] = {
+    {"_buffer", (getter)DeviceMatrix_buffer, NULL, "the DeviceBuffer that holds the matrix", NULL},
+    {"_shape", (getter)DeviceMatrix_shape, NULL, "(rows, cols)", NULL},
+    {"_stream", (getter)DeviceMatrix_stream, (setter)DeviceMatrix_set_stream,
+     "the stream of the last write, for consumers to wait on (None: nothing to wait for)", NULL},
+    {NULL},
+};
+
+static PyMethodDef DeviceMatrix_methods[] = {
+    {"_bind", (PyCFunction)(void (*)(void))DeviceMatrix_bind, METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "_bind(buffer, rows, cols): the matrix over a DeviceBuffer, row-major; the shape must fit the buffer"},
+    {NULL},
+};
+
+static PyType_Slot DeviceMatrix_slots[] = {
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, DeviceMatrix_dealloc},
+    {Py_tp_members, DeviceMatrix_members},
+    {Py_tp_getset, DeviceMatrix_getset},
+    {Py_tp_methods, DeviceMatrix_methods},
+    {Py_tp_doc, "The C half of fastsgemm.DeviceArray: a row-major float32 matrix in a DeviceBuffer."},
+    {0, NULL},
+};
+
+PyType_Spec device_matrix_spec = {
+    .name = "fastsgemm._sgemm.DeviceMatrix",
+    .basicsize = sizeof(DeviceMatrix),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = DeviceMatrix_slots,
+};

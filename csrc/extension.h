@@ -47,7 +47,7 @@ typedef struct fast_state {
     /* Interned attribute names. */
     PyObject *s_requires_grad;
     PyObject *s_dtype, *s_shape, *s_stride, *s_strides, *s_data_ptr, *s_get_device, *s_is_cuda, *s_data, *s_ptr,
-        *s_device_id, *s_new_empty, *s_buffer, *s_private_shape, *s_private_stream;
+        *s_device_id, *s_new_empty;
     int cuda_devices; /* cudaGetDeviceCount, -1 until asked */
     auto_slot auto_cache[kAutoSlots];
 } fast_state;
@@ -55,6 +55,7 @@ typedef struct fast_state {
 typedef struct module_state {
     PyObject *cuda_error;        /* fastsgemm.CudaError, a RuntimeError */
     PyTypeObject *device_buffer; /* fastsgemm._sgemm.DeviceBuffer */
+    PyTypeObject *device_matrix; /* fastsgemm._sgemm.DeviceMatrix, fastsgemm.DeviceArray's base */
     fast_state fast;
 } module_state;
 
@@ -72,9 +73,21 @@ typedef struct DeviceBuffer {
     int counted; /* its bytes are in fastsgemm's device memory count (kernels/support/device_memory.c) */
 } DeviceBuffer;
 
-/* csrc/device_buffer.c: the type's spec, and what a device memory limit asks of the result pools (what one keeps
- * between calls stays within the limit). */
+/* What a fastsgemm.DeviceArray is to the C: the instance layout of its base type, DeviceMatrix. The fast path
+ * reads these fields, not the Python class's attributes. Set together by DeviceMatrix._bind, which checks that the
+ * shape fits the buffer; buffer and shape cannot change otherwise. */
+typedef struct DeviceMatrix {
+    PyObject_HEAD
+    PyObject *buffer;   /* a DeviceBuffer; NULL until _bind */
+    int64_t rows, cols; /* row-major, rows * cols * 4 <= the buffer's nbytes */
+    PyObject *stream;   /* the stream of its last write (an int handle), or NULL for none */
+    PyObject *weakrefs;
+} DeviceMatrix;
+
+/* csrc/device_buffer.c: the types' specs, and what a device memory limit asks of the result pools (what one
+ * keeps between calls stays within the limit). */
 extern PyType_Spec device_buffer_spec;
+extern PyType_Spec device_matrix_spec;
 cudaError_t result_pool_follow_limit(int device);
 
 /* Marks a pooled buffer as read on `stream`: one the legacy default stream does not order (a non-blocking

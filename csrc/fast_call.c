@@ -54,9 +54,6 @@ int fast_state_init(fast_state *fs) {
         {offsetof(fast_state, s_ptr), "ptr"},
         {offsetof(fast_state, s_device_id), "device_id"},
         {offsetof(fast_state, s_new_empty), "new_empty"},
-        {offsetof(fast_state, s_buffer), "_buffer"},
-        {offsetof(fast_state, s_private_shape), "_shape"},
-        {offsetof(fast_state, s_private_stream), "_stream"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
         PyObject *name = PyUnicode_InternFromString(names[i].text);
@@ -72,7 +69,7 @@ int fast_state_init(fast_state *fs) {
     X(ndarray_type) X(numpy_empty) X(float32_dtype) X(device_array_type) X(auto_chooser) X(torch_tensor_type)    \
     X(torch_float32) X(torch_raw_stream) X(torch_is_grad_enabled) X(s_requires_grad) X(cupy_ndarray_type) X(cupy_empty) X(cupy_current_stream) X(s_dtype)   \
     X(s_shape) X(s_stride) X(s_strides) X(s_data_ptr) X(s_get_device) X(s_is_cuda) X(s_data) X(s_ptr)           \
-    X(s_device_id) X(s_new_empty) X(s_buffer) X(s_private_shape) X(s_private_stream)
+    X(s_device_id) X(s_new_empty)
 
 int fast_state_traverse(fast_state *fs, visitproc visit, void *arg) {
 #define VISIT(field) Py_VISIT(fs->field);
@@ -94,7 +91,13 @@ PyObject *register_fast_path(PyObject *module, PyObject *const *args, Py_ssize_t
                         "register_fast_path(ndarray, empty, float32, DeviceArray, auto_chooser) takes 5 arguments");
         return NULL;
     }
-    fast_state *fs = &get_state(module)->fast;
+    module_state *st = get_state(module);
+    fast_state *fs = &st->fast;
+    // read_device_array takes an instance of the class for a DeviceMatrix (extension.h)
+    if (!PyType_Check(args[3]) || !PyType_IsSubtype((PyTypeObject *)args[3], st->device_matrix)) {
+        PyErr_SetString(PyExc_TypeError, "register_fast_path: the DeviceArray class must derive from DeviceMatrix");
+        return NULL;
+    }
     Py_XSETREF(fs->ndarray_type, Py_NewRef(args[0]));
     Py_XSETREF(fs->numpy_empty, Py_NewRef(args[1]));
     Py_XSETREF(fs->float32_dtype, Py_NewRef(args[2]));
@@ -386,27 +389,15 @@ done:
     return status;
 }
 
-/* A DeviceArray: row-major, its DeviceBuffer read directly; *stream is the
- * stream of its last write (None: nothing to wait for). */
-static int read_device_array(module_state *st, PyObject *obj, operand *op, PyObject **stream) {
-    fast_state *fs = &st->fast;
-    int status = 1;
-    PyObject *buffer = PyObject_GetAttr(obj, fs->s_buffer), *shape = PyObject_GetAttr(obj, fs->s_private_shape);
-    *stream = PyObject_GetAttr(obj, fs->s_private_stream);
-    int64_t rows, cols;
-    if (buffer == NULL || Py_TYPE(buffer) != st->device_buffer || *stream == NULL || pair_of(shape, &rows, &cols))
-        goto done;
-    const DeviceBuffer *db = (const DeviceBuffer *)buffer;
-    if (rows < 0 || cols < 0 || rows > db->nbytes / 4 || (cols > 0 && rows > db->nbytes / 4 / cols))
-        goto done;  // a shape its buffer cannot hold (DeviceArray.__init__ refuses it; its attributes can be reassigned)
-    set_device_matrix(op, (int64_t)(uintptr_t)db->ptr, rows, cols, cols, 1, db->device);
-    status = 0;
-done:
-    if (PyErr_Occurred()) PyErr_Clear();
-    if (status != 0) Py_CLEAR(*stream);
-    Py_XDECREF(buffer);
-    Py_XDECREF(shape);
-    return status;
+/* A DeviceArray: its DeviceMatrix fields (extension.h), which _bind checked: row-major, the shape within the
+ * buffer. *stream is the stream of its last write (None: nothing to wait for). */
+static int read_device_array(PyObject *obj, operand *op, PyObject **stream) {
+    const DeviceMatrix *matrix = (const DeviceMatrix *)obj;  // register_fast_path checked the class
+    if (matrix->buffer == NULL) return 1;                     // never bound: the general path says why
+    const DeviceBuffer *db = (const DeviceBuffer *)matrix->buffer;
+    set_device_matrix(op, (int64_t)(uintptr_t)db->ptr, matrix->rows, matrix->cols, matrix->cols, 1, db->device);
+    *stream = Py_NewRef(matrix->stream != NULL ? matrix->stream : Py_None);
+    return 0;
 }
 
 static int read_numpy(module_state *st, PyObject *obj, int writable, operand *op) {
@@ -551,7 +542,7 @@ static int read_operand(module_state *st, operand_kind kind, PyObject *obj, int 
     case KIND_NUMPY: return read_numpy(st, obj, writable, op);
     case KIND_TORCH: return read_torch(st, obj, op, 2, &matrix);
     case KIND_CUPY: return read_cupy(st, obj, op, 2, &matrix);
-    case KIND_DEVICE_ARRAY: return read_device_array(st, obj, op, stream);
+    case KIND_DEVICE_ARRAY: return read_device_array(obj, op, stream);
     default: return 1;
     }
 }
@@ -697,10 +688,8 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
         // order alone (_sgemm.c, "DeviceBuffer").
         for (int i = 0; i < 4; ++i) {
             if (objs[i] == Py_None && i != 2) continue;
-            PyObject *buffer = PyObject_GetAttr(i == 2 ? result : objs[i], fs->s_buffer);
-            if (buffer == NULL) goto error;
-            if (Py_TYPE(buffer) == st->device_buffer) device_buffer_read_on((DeviceBuffer *)buffer, stream);
-            Py_DECREF(buffer);
+            PyObject *buffer = ((const DeviceMatrix *)(i == 2 ? result : objs[i]))->buffer;  // read: bound
+            device_buffer_read_on((DeviceBuffer *)buffer, stream);
         }
         // Wait for the last writers of the other operands, with an event made on the operands' GPU.
         for (int i = 1; i < 4; ++i) {

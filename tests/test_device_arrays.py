@@ -407,3 +407,56 @@ def test_device_array_over_anything_but_its_buffer_is_a_type_error(buffer):
 def test_device_array_shape_must_be_two_integers(shape):
     with pytest.raises(TypeError, match="two integers"):
         fastsgemm.DeviceArray(_sgemm.DeviceBuffer(64, 0), shape)
+
+
+# ---- the C interface of a DeviceArray (no GPU: a DeviceBuffer of 0 bytes allocates nothing) ----
+
+def test_device_array_state_lives_in_its_c_base():
+    """The fast path reads a DeviceArray's buffer, shape and stream from its C base's struct, not from Python
+    attributes: the class derives from _sgemm.DeviceMatrix and adds no slots of its own."""
+    assert issubclass(fastsgemm.DeviceArray, _sgemm.DeviceMatrix)
+    assert fastsgemm.DeviceArray.__slots__ == ()
+    buffer = _sgemm.DeviceBuffer(0, 0)
+    array = fastsgemm.DeviceArray(buffer, (0, 5))
+    assert array.shape == (0, 5) and array._shape == (0, 5)
+    assert array._buffer is buffer and device_buffer(array) is buffer
+    assert array._stream is None
+    array._stream = 7
+    assert array._stream == 7
+    array._stream = None
+    assert array._stream is None
+    import weakref
+    ref = weakref.ref(array)
+    assert ref() is array
+    del array
+    gc.collect()
+    assert ref() is None
+
+
+def test_device_array_buffer_and_shape_are_set_once_and_checked():
+    buffer = _sgemm.DeviceBuffer(0, 0)
+    array = fastsgemm.DeviceArray(buffer, (3, 0))
+    for name, value in [("_buffer", _sgemm.DeviceBuffer(0, 0)), ("_shape", (1, 1))]:
+        with pytest.raises(AttributeError):
+            setattr(array, name, value)
+    with pytest.raises(AttributeError):
+        del array._stream
+    # _bind, the one way to set them, checks what __init__ checks
+    with pytest.raises(TypeError, match="DeviceBuffer"):
+        array._bind(object(), 0, 0)
+    with pytest.raises(ValueError, match="does not fit"):
+        array._bind(buffer, 1, 1)
+    with pytest.raises(ValueError, match="does not fit"):
+        array._bind(buffer, -1, 0)
+    with pytest.raises(TypeError):
+        array._bind(buffer, 0)
+    assert array._shape == (3, 0) and array._buffer is buffer  # a refused _bind changes nothing
+    unbound = _sgemm.DeviceMatrix()
+    with pytest.raises(AttributeError, match="no memory"):
+        unbound._buffer
+    assert unbound._shape == (0, 0)
+
+
+def test_fast_path_takes_only_a_device_matrix_class():
+    with pytest.raises(TypeError, match="DeviceMatrix"):
+        _sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), object, lambda *a: None)

@@ -18,10 +18,12 @@ from . import _sgemm
 _DL_CUDA = 2
 
 
-class DeviceArray:
+class DeviceArray(_sgemm.DeviceMatrix):
     """A row-major float32 matrix in CUDA device memory, owned by this object."""
 
-    __slots__ = ("_buffer", "_shape", "_stream", "__weakref__")
+    # The buffer, the shape and the last writer's stream live in the C base (_sgemm.DeviceMatrix), where the C
+    # fast path reads them: _buffer and _shape (read-only, set by _bind) and _stream.
+    __slots__ = ()
 
     def __init__(self, buffer, shape, stream=None):
         if not isinstance(buffer, _sgemm.DeviceBuffer):
@@ -39,8 +41,7 @@ class DeviceArray:
         if rows < 0 or cols < 0 or rows * cols * 4 > buffer.nbytes:
             # The C fast path reads a DeviceArray's shape without further checks: it must never outgrow its buffer.
             raise ValueError(f"shape {(rows, cols)} needs {max(rows * cols * 4, 0)} bytes; the buffer holds {buffer.nbytes}")
-        self._buffer = buffer
-        self._shape = (rows, cols)
+        self._bind(buffer, rows, cols)  # checks the same again, in C
         self._stream = stream  # the stream of the last write, for consumers to wait on
 
     @classmethod
