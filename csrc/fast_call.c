@@ -511,6 +511,24 @@ static PyObject *new_result(module_state *st, operand_kind kind, PyObject *templ
         PyErr_SetString(PyExc_SystemError, "fast path: no stack result for this kind");
         return NULL;
     }
+    if (kind == KIND_DEVICE_ARRAY) {
+        // On the stream that will write it: from the stream-ordered pool where that stream allows (_sgemm.c).
+        PyObject *buffer =
+            PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)(m * n * 4), device, stream);
+        if (buffer == NULL) return NULL;
+        // Its DeviceMatrix fields set here, as _bind would (the buffer holds m * n floats): no Python __init__.
+        PyTypeObject *type = (PyTypeObject *)fs->device_array_type;
+        DeviceMatrix *matrix = (DeviceMatrix *)type->tp_alloc(type, 0);
+        if (matrix == NULL) {
+            Py_DECREF(buffer);
+            return NULL;
+        }
+        matrix->buffer = buffer;  // the reference is the matrix's now
+        matrix->rows = m;
+        matrix->cols = n;
+        matrix->stream = stream == Py_None ? NULL : Py_NewRef(stream);
+        return (PyObject *)matrix;
+    }
     PyObject *shape = count < 0 ? Py_BuildValue("(LL)", (long long)m, (long long)n)
                                 : Py_BuildValue("(LLL)", (long long)count, (long long)m, (long long)n);
     if (shape == NULL) return NULL;
@@ -519,15 +537,6 @@ static PyObject *new_result(module_state *st, operand_kind kind, PyObject *templ
     case KIND_NUMPY: result = PyObject_CallFunctionObjArgs(fs->numpy_empty, shape, fs->float32_dtype, NULL); break;
     case KIND_TORCH: result = PyObject_CallMethodOneArg(template, fs->s_new_empty, shape); break;
     case KIND_CUPY: result = PyObject_CallFunctionObjArgs(fs->cupy_empty, shape, fs->float32_dtype, NULL); break;
-    case KIND_DEVICE_ARRAY: {
-        // On the stream that will write it: from the stream-ordered pool where that stream allows (_sgemm.c).
-        PyObject *buffer =
-            PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)(m * n * 4), device, stream);
-        if (buffer != NULL)
-            result = PyObject_CallFunctionObjArgs(fs->device_array_type, buffer, shape, stream, NULL);
-        Py_XDECREF(buffer);
-        break;
-    }
     default: PyErr_SetString(PyExc_SystemError, "fast path: no result for this kind");
     }
     Py_DECREF(shape);
