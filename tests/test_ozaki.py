@@ -293,6 +293,28 @@ def test_inf_and_nan_in_the_bands_and_past_them(kernel, layout, rng):
     assert worst <= (2.0**-18 if kernel == "ozaki" else 2.0**-15) + 2.0**-23, f"{worst:.2e} of |A| |B|"
 
 
+@pytest.mark.parametrize("layout", ["NN", "TN", "NT", "TT"])
+def test_outputs_that_leave_the_integers_in_every_layout(layout, rng):
+    """Softmax rows at K = 16384 send some outputs of ozaki:7 to dot products in double (about one in 1500 at
+    16384^3). The engine sums them after the reconstruction, from copies of A and B that lie along K where the
+    operands do not (pass 4b in kernels/engine/ozaki.cu). In each layout every output stays within the check's
+    bound of |A| |B|, and the whole within cuBLAS FP32's error: a copy read at the wrong place, or a listed sum
+    put back at the wrong output, breaks both."""
+    m, k, n = 192, 16384, 160
+    logits = 3 * rng.standard_normal((m, k))
+    A = np.exp(logits - logits.max(axis=1, keepdims=True))
+    A = (A / A.sum(axis=1, keepdims=True)).astype(np.float32)
+    B = random_matrix(rng, k, n)
+    exact = reference(A, B)
+    a = np.asfortranarray(A) if layout[0] == "T" else A
+    b = np.asfortranarray(B) if layout[1] == "T" else B
+    out = np.full((m, n), np.nan, np.float32)
+    fastsgemm.sgemm(a, b, out=out, kernel="ozaki:7")
+    mine = out.astype(np.float64)
+    assert componentwise_error(mine, exact, A, B) <= 2.0**-15 + 2.0**-23
+    assert frobenius_error(mine, exact) <= frobenius_error(run("cublas", A, B), exact)
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_cancellation(kernel, rng):
     """A1 B1 - A1 B1 + 2^-20 A2 B2: the large terms cancel exactly in the integer products, and what is left is

@@ -43,9 +43,14 @@
  *      value before its one rounding, their magnitudes to its lower bound. On
  *      the classes above, the CPU model flags no output then (benchmarks/
  *      NOTES.md, "A high band, modelled").
+ *   4. Sum the outputs that leave after the reconstruction, not in it. It lists
+ *      them; then, where any is listed, an operand that does not lie along K
+ *      is copied once so that it does, and each listed output is a dot
+ *      product in double over whole sectors (pass 4b, below).
  * What it costs over the lesson: one more INT8 plane (9 GEMM planes for 8
- * moduli), a square and a few sums per element in the scale pass, and a few
- * multiplies per output in the reconstruction. The share of outputs flagged
+ * moduli), a square and a few sums per element in the scale pass, a few
+ * multiplies per output in the reconstruction, and two or three launches of
+ * blocks that find nothing listed and stop. The share of outputs flagged
  * bounds the rest: none on normal, uniform, spread-exponent, zero-row and
  * cancelling data in the CPU model, under 1% (K = 4096) of softmax rows, 22%
  * with one outlier column, all of them where A's small elements meet B's large
@@ -181,7 +186,8 @@ __device__ __forceinline__ bool in(const int4 &set, int k) { return k == set.x |
 template <int = 0>  // a template, so that no kernel of this file has a strong symbol of its own (as the lesson's)
 __global__ void __launch_bounds__(lesson::kScaleThreads)
     scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts,
-                 Band *band) {
+                 Band *band, unsigned long long *deferred_count) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *deferred_count = 0;  // the panel's double-path list starts empty
     static_assert(lesson::kScaleThreads == 8 * 32, "rows across k: 8 warps");
     __shared__ double sum_of[8][32];
     __shared__ __align__(16) float top_v[8][32][kBand];
@@ -513,6 +519,68 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
     }
 }
 
+// ---- pass 4b: the outputs that leave the integers, after the reconstruction ----
+/* Summed where it is found, an output that leaves the integers reads a column of B across its rows: with B
+ * row-major, a 32-byte sector for each of its K floats. At K = 16384 on softmax rows, 0.07% of the outputs of
+ * ozaki:7 did, and the reconstruction took 80 ms of the call's 130 (benchmarks/NOTES.md, "The double path by the
+ * whole warp"). So the reconstruction lists them, and after it, where any is listed, the operands that do not
+ * lie along K are copied once so that they do (transpose_kernel), and deferred_kernel sums each listed output
+ * in its own thread, in the order the reconstruction would have: the same bits, from whole sectors. The list
+ * and the copies take the INT8 planes of A and B, which the GEMM pass has finished with; an output past the
+ * list's room is summed where it is found, as before. */
+struct DeferredList {
+    unsigned long long *count;  // entries listed (zeroed by scale_kernel); past `capacity`, summed in place
+    int4 *list;                 // (i, j0, leave, 0): row i's columns j0 + c for each bit c of leave
+    int64_t capacity;
+};
+struct Deferred {
+    DeferredList listed;
+    const float *a_rows;  // row i of A at a_rows + i * lda_k, along K (A itself, or its copy)
+    const float *b_columns;  // column j of B at b_columns + j * ldb_k
+    int64_t lda_k, ldb_k;
+};
+
+/* dst[c * ld_dst + r] = src[r * ld_src + c] for an r x c matrix, by 32 x 32 tiles through shared memory, in a
+ * grid that loops over the tiles; nothing at all where no output is listed. */
+template <int = 0>
+__global__ void __launch_bounds__(256) transpose_kernel(const float *src, int64_t ld_src, int64_t rows,
+                                                        int64_t cols, float *dst, int64_t ld_dst,
+                                                        const unsigned long long *count) {
+    if (*count == 0) return;
+    __shared__ float tile[32][33];
+    const int64_t tiles_c = ceil_div(cols, (int64_t)32), tiles = ceil_div(rows, (int64_t)32) * tiles_c;
+    const int x = threadIdx.x % 32, y = threadIdx.x / 32;  // 8 rows of 32 threads
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int64_t r0 = t / tiles_c * 32, c0 = t % tiles_c * 32;
+        for (int dy = y; dy < 32; dy += 8)
+            if (r0 + dy < rows && c0 + x < cols) tile[dy][x] = src[(r0 + dy) * ld_src + c0 + x];
+        __syncthreads();
+        for (int dy = y; dy < 32; dy += 8)
+            if (c0 + dy < cols && r0 + x < rows) dst[(c0 + dy) * ld_dst + r0 + x] = tile[x][dy];
+        __syncthreads();
+    }
+}
+
+/* Each listed output's dot product in double, one thread an entry (a row's up to eight), its products summed in order of p as
+ * lesson::dot_in_double sums them. */
+template <int = 0>
+__global__ void __launch_bounds__(256) deferred_kernel(fsg_gemm g, Deferred deferred) {
+    const unsigned long long listed = *deferred.listed.count;
+    const int64_t capacity = deferred.listed.capacity;
+    const int64_t total = listed < (unsigned long long)capacity ? (int64_t)listed : capacity;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        const int4 entry = deferred.listed.list[e];
+        const float *a = deferred.a_rows + entry.x * deferred.lda_k;
+        for (unsigned leave = (unsigned)entry.z; leave != 0; leave &= leave - 1) {
+            const int64_t j = (int64_t)entry.y + __ffs(leave) - 1;
+            const float *b = deferred.b_columns + j * deferred.ldb_k;
+            double sum = 0.0;
+            for (int64_t p = 0; p < g.k; ++p) sum = fma((double)a[p], (double)b[p], sum);
+            store_d(g, entry.x, j, (float)sum);
+        }
+    }
+}
+
 /* The lesson's reconstruct_kernel, with the check per output in place of the rows and columns out of range, and
  * the high bands' terms added to the integers' value before its one rounding to float: an output that leaves the
  * integer path is a dot product in double in the thread that owns it. A thread checks its eight columns of a row
@@ -524,7 +592,7 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
 template <int MODULI>
 __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registers: three blocks an SM, as before the bands
     reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli,
-                       const int *shift, const RowFacts *facts, const Band *band) {
+                       const int *shift, const RowFacts *facts, const Band *band, DeferredList deferred) {
     constexpr int kColumns = lesson::kColumnsPerThread;
     constexpr float kTol = kTolerance<MODULI>;
     const int64_t j0 = ((int64_t)blockIdx.x * lesson::kReconstructThreads + threadIdx.x) * kColumns;
@@ -607,9 +675,15 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
 #pragma unroll
             for (int c = 0; c < kColumns; ++c)
                 if (c < columns && !((leave >> c) & 1u)) store_d(g, i, j0 + c, values[c]);
-            for (; leave != 0; leave &= leave - 1) {
-                const int c = __ffs(leave) - 1;
-                store_d(g, i, j0 + c, lesson::dot_in_double(g, i, j0 + c));
+            if (leave != 0) {  // to deferred_kernel's list, or summed here past its room (pass 4b)
+                const unsigned long long at = atomicAdd(deferred.count, 1ull);
+                if (at < (unsigned long long)deferred.capacity)
+                    deferred.list[at] = make_int4((int)i, (int)j0, (int)leave, 0);
+                else
+                    for (; leave != 0; leave &= leave - 1) {
+                        const int c = __ffs(leave) - 1;
+                        store_d(g, i, j0 + c, lesson::dot_in_double(g, i, j0 + c));
+                    }
             }
         }
     }
@@ -619,7 +693,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
 /* One panel's workspace: the lesson's with one plane more of each, and the facts. */
 struct Workspace {
     int64_t tiles_k, row_tiles_a, row_tiles_b, plane_a, plane_b, ldr, plane_r, bytes;
-    int64_t at_b, at_residues, at_shift, at_facts, at_band;
+    int64_t at_b, at_residues, at_shift, at_facts, at_band, at_count;
 };
 inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     const int planes = moduli + 1;
@@ -636,7 +710,8 @@ inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     w.at_shift = w.at_residues + planes * w.plane_r;
     w.at_facts = w.at_shift + lesson::round_up((m + n) * (int64_t)sizeof(int), 256);
     w.at_band = w.at_facts + lesson::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
-    w.bytes = w.at_band + lesson::round_up((m + n) * (int64_t)sizeof(Band), 256);
+    w.at_count = w.at_band + lesson::round_up((m + n) * (int64_t)sizeof(Band), 256);
+    w.bytes = w.at_count + 256;  // the double-path list's count; the list and the copies in the planes (pass 4b)
     return w;
 }
 
@@ -663,8 +738,24 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     const lesson::Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
     const int64_t scale_blocks = (a.along_k ? ceil_div(g.m, (int64_t)8) : ceil_div(g.m, (int64_t)32)) +
                                  (b.along_k ? ceil_div(g.n, (int64_t)8) : ceil_div(g.n, (int64_t)32));
-    ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(a, b, g.k, top_a, top_b, shift,
-                                                                              facts, band);
+    // Pass 4b's list and copies, in the planes [0, at_residues) once the GEMM pass is done with them: A's copy
+    // (where its rows do not lie along K), B's (where its columns do not), then the list.
+    const int64_t ld_k = lesson::round_up(g.k, 4);
+    Deferred deferred;
+    deferred.listed.count = reinterpret_cast<unsigned long long *>(base + w.at_count);
+    float *copies = reinterpret_cast<float *>(base);
+    float *a_copy = g.a_trans ? copies : nullptr;
+    float *b_copy = g.b_trans ? nullptr : copies + (g.a_trans ? g.m * ld_k : 0);
+    deferred.a_rows = a_copy != nullptr ? a_copy : g.a;
+    deferred.lda_k = a_copy != nullptr ? ld_k : g.lda;
+    deferred.b_columns = b_copy != nullptr ? b_copy : g.b;
+    deferred.ldb_k = b_copy != nullptr ? ld_k : g.ldb;
+    const int64_t copied = ((a_copy != nullptr ? g.m : 0) + (b_copy != nullptr ? g.n : 0)) * ld_k * (int64_t)sizeof(float);
+    const int64_t list_at = lesson::round_up(copied, 256);  // the planes hold 8 bytes or more an element of A and B
+    deferred.listed.list = reinterpret_cast<int4 *>(base + list_at);
+    deferred.listed.capacity = (w.at_residues - list_at) / (int64_t)sizeof(int4);
+    ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(
+        a, b, g.k, top_a, top_b, shift, facts, band, deferred.listed.count);
     const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts, band};
     const SliceOperand slice_b = {{b, shift + g.m, base + w.at_b, w.row_tiles_b, w.plane_b}, facts + g.m, band + g.m};
     const int64_t slices_k = w.tiles_k * (lesson::kKTile / lesson::kSliceK);
@@ -679,7 +770,15 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     const dim3 rows_grid((unsigned)ceil_div(g.n, (int64_t)(lesson::kReconstructThreads * lesson::kColumnsPerThread)),
                          (unsigned)(row_groups < 65535 ? row_groups : 65535));
     ::fsg::engine::ozaki::reconstruct_kernel<MODULI><<<rows_grid, lesson::kReconstructThreads, 0, stream>>>(
-        g, residues, w.ldr, w.plane_r, mod, shift, facts, band);
+        g, residues, w.ldr, w.plane_r, mod, shift, facts, band, deferred.listed);
+    // Pass 4b: a few launches of empty blocks where no output left the integers
+    if (a_copy != nullptr)  // A is stored k-major (column-major): its transpose has A's rows along K
+        ::fsg::engine::ozaki::transpose_kernel<><<<(unsigned)(4 * sms), 256, 0, stream>>>(g.a, g.lda, g.k, g.m, a_copy,
+                                                                                         ld_k, deferred.listed.count);
+    if (b_copy != nullptr)  // B row-major: its transpose has B's columns along K
+        ::fsg::engine::ozaki::transpose_kernel<><<<(unsigned)(4 * sms), 256, 0, stream>>>(g.b, g.ldb, g.k, g.n, b_copy,
+                                                                                         ld_k, deferred.listed.count);
+    ::fsg::engine::ozaki::deferred_kernel<><<<(unsigned)(4 * sms), 256, 0, stream>>>(g, deferred);
 }
 
 /* The whole call, as the lesson's launch: split-K's slices one after another, each in panels of at most
@@ -695,7 +794,7 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k);
     const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (lesson::kKTile / lesson::kSliceK);
     const int64_t gemm_items = w.row_tiles_a * (w.row_tiles_b / lesson::kBTiles) * (MODULI + 1);
-    if (slice_blocks > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)
+    if (slice_blocks > INT32_MAX || g.m > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)
         return cudaSuccess;
     const lesson::Moduli mod = lesson::moduli_of(MODULI);
     int sms;
