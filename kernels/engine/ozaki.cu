@@ -49,8 +49,8 @@
  *      product in double over whole sectors (pass 4b, below).
  * What it costs over the lesson: one more INT8 plane (9 GEMM planes for 8
  * moduli), a square and a few sums per element in the scale pass, a few
- * multiplies per output in the reconstruction, and two or three launches of
- * blocks that find nothing listed and stop. The share of outputs flagged
+ * multiplies per output in the reconstruction, and from K = 2048 two or
+ * three launches of blocks that find nothing listed and stop. The share of outputs flagged
  * bounds the rest: none on normal, uniform, spread-exponent, zero-row and
  * cancelling data in the CPU model, under 1% (K = 4096) of softmax rows, 22%
  * with one outlier column, all of them where A's small elements meet B's large
@@ -528,6 +528,7 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
  * in its own thread, in the order the reconstruction would have: the same bits, from whole sectors. The list
  * and the copies take the INT8 planes of A and B, which the GEMM pass has finished with; an output past the
  * list's room is summed where it is found, as before. */
+constexpr int64_t kDeferFromK = 2048;  // pass 4b for depths from here; below, a listed sum is short anyway
 struct DeferredList {
     unsigned long long *count;  // entries listed (zeroed by scale_kernel); past `capacity`, summed in place
     int4 *list;                 // (i, j0, leave, 0): row i's columns j0 + c for each bit c of leave
@@ -753,7 +754,10 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     const int64_t copied = ((a_copy != nullptr ? g.m : 0) + (b_copy != nullptr ? g.n : 0)) * ld_k * (int64_t)sizeof(float);
     const int64_t list_at = lesson::round_up(copied, 256);  // the planes hold 8 bytes or more an element of A and B
     deferred.listed.list = reinterpret_cast<int4 *>(base + list_at);
-    deferred.listed.capacity = (w.at_residues - list_at) / (int64_t)sizeof(int4);
+    // Below kDeferFromK an output summed in place costs little, less than pass 4b's launches on a small call: no
+    // list (capacity 0), no launches.
+    const bool defer = g.k >= kDeferFromK;
+    deferred.listed.capacity = defer ? (w.at_residues - list_at) / (int64_t)sizeof(int4) : 0;
     ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(
         a, b, g.k, top_a, top_b, shift, facts, band, deferred.listed.count);
     const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts, band};
@@ -772,6 +776,7 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     ::fsg::engine::ozaki::reconstruct_kernel<MODULI><<<rows_grid, lesson::kReconstructThreads, 0, stream>>>(
         g, residues, w.ldr, w.plane_r, mod, shift, facts, band, deferred.listed);
     // Pass 4b: a few launches of empty blocks where no output left the integers
+    if (!defer) return;
     if (a_copy != nullptr)  // A is stored k-major (column-major): its transpose has A's rows along K
         ::fsg::engine::ozaki::transpose_kernel<><<<(unsigned)(4 * sms), 256, 0, stream>>>(g.a, g.lda, g.k, g.m, a_copy,
                                                                                          ld_k, deferred.listed.count);
