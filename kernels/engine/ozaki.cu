@@ -523,11 +523,11 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
 /* Summed where it is found, an output that leaves the integers reads a column of B across its rows: with B
  * row-major, a 32-byte sector for each of its K floats. At K = 16384 on softmax rows, 0.07% of the outputs of
  * ozaki:7 did, and the reconstruction took 80 ms of the call's 130 (benchmarks/NOTES.md, "The double path by the
- * whole warp"). So the reconstruction lists them, and after it, where any is listed, the operands that do not
- * lie along K are copied once so that they do (transpose_kernel), and deferred_kernel sums each listed output
- * in its own thread, in the order the reconstruction would have: the same bits, from whole sectors. The list
- * and the copies take the INT8 planes of A and B, which the GEMM pass has finished with; an output past the
- * list's room is summed where it is found, as before. */
+ * whole warp"). So from K = kDeferFromK the reconstruction lists them, and after it, where any is listed,
+ * the operands that do not lie along K are copied once so that they do (transpose_kernel), and deferred_kernel
+ * sums each listed output with a warp, from whole sectors. The copies take the INT8 planes of A and B, which
+ * the GEMM pass has finished with, and so does the list where the planes hold it beside them; where they may
+ * not, the list has a region of its own (workspace_of). Below kDeferFromK each is summed where it is found. */
 constexpr int64_t kDeferFromK = 2048;  // pass 4b for depths from here; below, a listed sum is short anyway
 struct DeferredList {
     unsigned long long *count;  // entries listed (zeroed by scale_kernel); past `capacity`, summed in place
@@ -562,22 +562,29 @@ __global__ void __launch_bounds__(256) transpose_kernel(const float *src, int64_
     }
 }
 
-/* Each listed output's dot product in double, one thread an entry (a row's up to eight), its products summed in order of p as
- * lesson::dot_in_double sums them. */
+/* Each listed output's dot product in double, a warp an entry (a row's up to eight outputs, one after another):
+ * lane l sums the products p = l, l + 32, ... from A's row and B's column, both along K, so that a warp's loads
+ * are 128 contiguous bytes of each; a butterfly of shuffles adds the 32 sums, and lane 0 stores. The order of
+ * the sums depends on K alone, as does whether an output comes here (every listed output fits the list: see
+ * workspace_of), so a row's bits do not depend on the other rows. */
 template <int = 0>
 __global__ void __launch_bounds__(256) deferred_kernel(fsg_gemm g, Deferred deferred) {
     const unsigned long long listed = *deferred.listed.count;
     const int64_t capacity = deferred.listed.capacity;
     const int64_t total = listed < (unsigned long long)capacity ? (int64_t)listed : capacity;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t e = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; e < total; e += warps) {
         const int4 entry = deferred.listed.list[e];
         const float *a = deferred.a_rows + entry.x * deferred.lda_k;
         for (unsigned leave = (unsigned)entry.z; leave != 0; leave &= leave - 1) {
             const int64_t j = (int64_t)entry.y + __ffs(leave) - 1;
             const float *b = deferred.b_columns + j * deferred.ldb_k;
             double sum = 0.0;
-            for (int64_t p = 0; p < g.k; ++p) sum = fma((double)a[p], (double)b[p], sum);
-            store_d(g, entry.x, j, (float)sum);
+            for (int64_t p = lane; p < g.k; p += 32) sum = fma((double)a[p], (double)b[p], sum);
+#pragma unroll
+            for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+            if (lane == 0) store_d(g, entry.x, j, (float)sum);
         }
     }
 }
@@ -695,6 +702,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
 struct Workspace {
     int64_t tiles_k, row_tiles_a, row_tiles_b, plane_a, plane_b, ldr, plane_r, bytes;
     int64_t at_b, at_residues, at_shift, at_facts, at_band, at_count;
+    int64_t at_list, list_bytes;  // pass 4b's list: its own region at at_list, or (-1) in the planes
 };
 inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     const int planes = moduli + 1;
@@ -712,7 +720,13 @@ inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     w.at_facts = w.at_shift + lesson::round_up((m + n) * (int64_t)sizeof(int), 256);
     w.at_band = w.at_facts + lesson::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
     w.at_count = w.at_band + lesson::round_up((m + n) * (int64_t)sizeof(Band), 256);
-    w.bytes = w.at_count + 256;  // the double-path list's count; the list and the copies in the planes (pass 4b)
+    w.bytes = w.at_count + 256;  // the double-path list's count; the copies in the planes (pass 4b)
+    // The list holds every thread-row the reconstruction can list (m x ceil(n / 8)), so that no output of a
+    // deferred panel is summed in place in another order. Beside the copies (4 bytes an element of A and B,
+    // where the planes hold 8 or more) the planes keep at least 4 (m + n) K bytes, K >= kDeferFromK.
+    w.list_bytes = m * ceil_div(n, (int64_t)8) * 16;
+    w.at_list = w.list_bytes + 256 <= 4 * (m + n) * kDeferFromK ? -1 : w.bytes;
+    if (w.at_list >= 0) w.bytes += lesson::round_up(w.list_bytes, 256);
     return w;
 }
 
@@ -753,11 +767,11 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     deferred.ldb_k = b_copy != nullptr ? ld_k : g.ldb;
     const int64_t copied = ((a_copy != nullptr ? g.m : 0) + (b_copy != nullptr ? g.n : 0)) * ld_k * (int64_t)sizeof(float);
     const int64_t list_at = lesson::round_up(copied, 256);  // the planes hold 8 bytes or more an element of A and B
-    deferred.listed.list = reinterpret_cast<int4 *>(base + list_at);
+    deferred.listed.list = reinterpret_cast<int4 *>(base + (w.at_list >= 0 ? w.at_list : list_at));
     // Below kDeferFromK an output summed in place costs little, less than pass 4b's launches on a small call: no
     // list (capacity 0), no launches.
     const bool defer = g.k >= kDeferFromK;
-    deferred.listed.capacity = defer ? (w.at_residues - list_at) / (int64_t)sizeof(int4) : 0;
+    deferred.listed.capacity = defer ? w.list_bytes / (int64_t)sizeof(int4) : 0;
     ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(
         a, b, g.k, top_a, top_b, shift, facts, band, deferred.listed.count);
     const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts, band};
