@@ -304,6 +304,13 @@ static int DeviceMatrix_set_stream(DeviceMatrix *self, PyObject *value, void *cl
         PyErr_SetString(PyExc_AttributeError, "_stream cannot be deleted (set it to None)");
         return -1;
     }
+    // A stream handle (an int) or None: what the fast path reads it as. Nothing else, so that no chain or cycle of
+    // objects can hang from a matrix (the type has no garbage-collector support and needs none).
+    if (value != Py_None && !PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "_stream is a CUDA stream handle (an int) or None, not %.100s",
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
     Py_XSETREF(self->stream, value == Py_None ? NULL : Py_NewRef(value));
     return 0;
 }

@@ -512,9 +512,17 @@ static PyObject *new_result(module_state *st, operand_kind kind, PyObject *templ
         return NULL;
     }
     if (kind == KIND_DEVICE_ARRAY) {
+        // Its bytes counted without wrapping: an m x 0 by 0 x n product of empty DeviceArrays can ask for 2^64.
+        int64_t elements, bytes;
+        if (__builtin_mul_overflow(m, n, &elements) || __builtin_mul_overflow(elements, (int64_t)sizeof(float), &bytes) ||
+            bytes > PY_SSIZE_T_MAX) {
+            PyErr_Format(PyExc_ValueError, "a %lld x %lld float32 result needs more bytes than can be addressed",
+                         (long long)m, (long long)n);
+            return NULL;
+        }
         // On the stream that will write it: from the stream-ordered pool where that stream allows (_sgemm.c).
         PyObject *buffer =
-            PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)(m * n * 4), device, stream);
+            PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)bytes, device, stream);
         if (buffer == NULL) return NULL;
         // Its DeviceMatrix fields set here, as _bind would (the buffer holds m * n floats): no Python __init__.
         PyTypeObject *type = (PyTypeObject *)fs->device_array_type;

@@ -460,3 +460,27 @@ def test_device_array_buffer_and_shape_are_set_once_and_checked():
 def test_fast_path_takes_only_a_device_matrix_class():
     with pytest.raises(TypeError, match="DeviceMatrix"):
         _sgemm.register_fast_path(np.ndarray, np.empty, np.dtype(np.float32), object, lambda *a: None)
+
+
+def test_device_array_stream_is_a_handle_or_none():
+    """_stream is what the fast path reads as a CUDA stream handle: an int, or None. Anything else is refused, so
+    that no object graph (a chain, a cycle) hangs from a matrix."""
+    array = fastsgemm.DeviceArray(_sgemm.DeviceBuffer(0, 0), (0, 0))
+    array._stream = 12345
+    assert array._stream == 12345
+    for bad in [object(), 1.5, "7", array]:
+        with pytest.raises(TypeError, match="stream handle"):
+            array._stream = bad
+    assert array._stream == 12345
+    with pytest.raises(TypeError, match="stream handle"):
+        fastsgemm.DeviceArray(_sgemm.DeviceBuffer(0, 0), (0, 0), stream=object())
+
+
+def test_fast_path_result_whose_bytes_wrap_is_refused():
+    """An (2^31 x 0) by (0 x 2^31) product of empty DeviceArrays asks for a 2^31 x 2^31 result: 2^64 bytes, which
+    wraps to 0 in 64 bits. The fast path counts without wrapping and refuses it, rather than make a result over
+    an empty buffer for a kernel to write into."""
+    a = fastsgemm.DeviceArray(_sgemm.DeviceBuffer(0, 0), (2**31, 0))
+    b = fastsgemm.DeviceArray(_sgemm.DeviceBuffer(0, 0), (0, 2**31))
+    with pytest.raises(ValueError, match="more bytes than can be addressed"):
+        _sgemm.sgemm_fast(a, b, None, None, 1.0, 0.0, "cpu")
