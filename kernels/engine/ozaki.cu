@@ -49,7 +49,7 @@
  *      product in double over whole sectors (pass 4b, below).
  * What it costs over the lesson: one more INT8 plane (9 GEMM planes for 8
  * moduli), a square and a few sums per element in the scale pass, a few
- * multiplies per output in the reconstruction, and from K = 2048 two or
+ * multiplies per output in the reconstruction, and from K = 2048 one to
  * three launches of blocks that find nothing listed and stop. The share of outputs flagged
  * bounds the rest: none on normal, uniform, spread-exponent, zero-row and
  * cancelling data in the CPU model, under 1% (K = 4096) of softmax rows, 22%
@@ -530,7 +530,8 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
  * not, the list has a region of its own (workspace_of). Below kDeferFromK each is summed where it is found. */
 constexpr int64_t kDeferFromK = 2048;  // pass 4b for depths from here; below, a listed sum is short anyway
 struct DeferredList {
-    unsigned long long *count;  // entries listed (zeroed by scale_kernel); past `capacity`, summed in place
+    unsigned long long *count;  // entries listed (zeroed by scale_kernel); with capacity 0 (K < kDeferFromK) none
+                                // is, and every output that leaves is summed in place
     int4 *list;                 // (i, j0, leave, 0): row i's columns j0 + c for each bit c of leave
     int64_t capacity;
 };
@@ -591,7 +592,7 @@ __global__ void __launch_bounds__(256) deferred_kernel(fsg_gemm g, Deferred defe
 
 /* The lesson's reconstruct_kernel, with the check per output in place of the rows and columns out of range, and
  * the high bands' terms added to the integers' value before its one rounding to float: an output that leaves the
- * integer path is a dot product in double in the thread that owns it. A thread checks its eight columns of a row
+ * integer path is a dot product in double (pass 4b, above; below K = 2048 in the thread that owns it). A thread checks its eight columns of a row
  * at once first, against the columns' facts folded (the largest of each, the smallest largest element, the
  * smallest exponent) and without the bands' share of the lower bound: where that passes, so does each output;
  * only where it fails are the columns' own facts read (from L1). Read for every row, they made the kernel 4-5x the
@@ -683,8 +684,8 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
 #pragma unroll
             for (int c = 0; c < kColumns; ++c)
                 if (c < columns && !((leave >> c) & 1u)) store_d(g, i, j0 + c, values[c]);
-            if (leave != 0) {  // to deferred_kernel's list, or summed here past its room (pass 4b)
-                const unsigned long long at = atomicAdd(deferred.count, 1ull);
+            if (leave != 0) {  // to deferred_kernel's list, or (K < kDeferFromK: no list) summed here
+                const unsigned long long at = deferred.capacity > 0 ? atomicAdd(deferred.count, 1ull) : ~0ull;
                 if (at < (unsigned long long)deferred.capacity)
                     deferred.list[at] = make_int4((int)i, (int)j0, (int)leave, 0);
                 else
@@ -698,13 +699,14 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
 }
 
 // ---- the launcher ----
-/* One panel's workspace: the lesson's with one plane more of each, and the facts. */
+/* One panel's workspace: the lesson's with one plane more of each, the facts, pass 4b's count, and its list where
+ * the spent planes may not hold it. */
 struct Workspace {
     int64_t tiles_k, row_tiles_a, row_tiles_b, plane_a, plane_b, ldr, plane_r, bytes;
     int64_t at_b, at_residues, at_shift, at_facts, at_band, at_count;
     int64_t at_list, list_bytes;  // pass 4b's list: its own region at at_list, or (-1) in the planes
 };
-inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
+inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth, int64_t shallowest_deferred) {
     const int planes = moduli + 1;
     Workspace w;
     w.tiles_k = ceil_div(depth, (int64_t)lesson::kKTile);
@@ -723,9 +725,12 @@ inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth) {
     w.bytes = w.at_count + 256;  // the double-path list's count; the copies in the planes (pass 4b)
     // The list holds every thread-row the reconstruction can list (m x ceil(n / 8)), so that no output of a
     // deferred panel is summed in place in another order. Beside the copies (4 bytes an element of A and B,
-    // where the planes hold 8 or more) the planes keep at least 4 (m + n) K bytes, K >= kDeferFromK.
+    // where the planes hold 8 or more) a panel of depth k keeps at least 4 (m + n) k bytes of its planes: the
+    // list goes there unless the call's shallowest deferred panel (0: none) might not hold it. Every panel of a
+    // call takes the same decision, and its own region lies within the deepest panel's allocation.
     w.list_bytes = m * ceil_div(n, (int64_t)8) * 16;
-    w.at_list = w.list_bytes + 256 <= 4 * (m + n) * kDeferFromK ? -1 : w.bytes;
+    const bool own = shallowest_deferred > 0 && w.list_bytes + 256 > 4 * (m + n) * shallowest_deferred;
+    w.at_list = own ? w.bytes : -1;
     if (w.at_list >= 0) w.bytes += lesson::round_up(w.list_bytes, 256);
     return w;
 }
@@ -742,8 +747,9 @@ inline void norm_tops(const lesson::Moduli &mod, int64_t depth, int *top_a, int 
 }
 
 template <int MODULI>
-void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms, cudaStream_t stream) {
-    const Workspace w = workspace_of(MODULI, g.m, g.n, g.k);
+void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms, int64_t shallowest_deferred,
+               cudaStream_t stream) {
+    const Workspace w = workspace_of(MODULI, g.m, g.n, g.k, shallowest_deferred);
     int top_a, top_b;
     norm_tops(mod, g.k, &top_a, &top_b);
     int *shift = reinterpret_cast<int *>(base + w.at_shift);
@@ -753,9 +759,10 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     const lesson::Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
     const int64_t scale_blocks = (a.along_k ? ceil_div(g.m, (int64_t)8) : ceil_div(g.m, (int64_t)32)) +
                                  (b.along_k ? ceil_div(g.n, (int64_t)8) : ceil_div(g.n, (int64_t)32));
-    // Pass 4b's list and copies, in the planes [0, at_residues) once the GEMM pass is done with them: A's copy
-    // (where its rows do not lie along K), B's (where its columns do not), then the list.
-    const int64_t ld_k = lesson::round_up(g.k, 4);
+    // Pass 4b's copies, in the planes [0, at_residues) once the GEMM pass is done with them: A's (where its rows
+    // do not lie along K), B's (where its columns do not), then the list unless it has its own region. Rows of
+    // 32 floats' multiple: a warp's loads in deferred_kernel start on 128-byte lines.
+    const int64_t ld_k = lesson::round_up(g.k, 32);
     Deferred deferred;
     deferred.listed.count = reinterpret_cast<unsigned long long *>(base + w.at_count);
     float *copies = reinterpret_cast<float *>(base);
@@ -810,7 +817,16 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     const int64_t slices = g.k_slice > 0 ? ceil_div(g.k, g.k_slice) : 1;
     const int64_t deepest = g.k_slice > 0 ? g.k_slice : g.k;
     const int64_t panel_k = deepest < lesson::kPanelK ? deepest : lesson::kPanelK;
-    const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k);
+    // The shallowest panel pass 4b runs on (0: none), which decides where its list goes (workspace_of)
+    int64_t shallowest_deferred = 0;
+    for (int64_t z = 0; z < slices; ++z) {
+        const int64_t depth = g.k_slice > 0 ? lesson::slice_problem(g, z).k : g.k;
+        for (int64_t k0 = 0; k0 < depth; k0 += lesson::kPanelK) {
+            const int64_t k = depth - k0 < lesson::kPanelK ? depth - k0 : lesson::kPanelK;
+            if (k >= kDeferFromK && (shallowest_deferred == 0 || k < shallowest_deferred)) shallowest_deferred = k;
+        }
+    }
+    const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k, shallowest_deferred);
     const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (lesson::kKTile / lesson::kSliceK);
     const int64_t gemm_items = w.row_tiles_a * (w.row_tiles_b / lesson::kBTiles) * (MODULI + 1);
     if (slice_blocks > INT32_MAX || g.m > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)
@@ -838,7 +854,7 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
                 panel.ldc = whole.ldd;
                 panel.beta = 1.0f;
             }
-            ::fsg::engine::ozaki::run_panel<MODULI>(panel, mod, base, sms, stream);
+            ::fsg::engine::ozaki::run_panel<MODULI>(panel, mod, base, sms, shallowest_deferred, stream);
             err = cudaGetLastError();
         }
     }
