@@ -40,13 +40,19 @@ EVIDENCE = {
                "falls: a B value loaded once serves 8 results"),
     "tile2d": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "shared-memory load wavefronts",
                "falls: 16 fragment loads serve 64 FMAs"),
+    "transposed": ("smsp__inst_executed_op_shared_ld.sum", "shared-memory load instructions",
+                   "falls: a fragment of four floats comes in one LDS.128, A's as B's"),
     "vectorized": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "global load requests",
                    "falls: one 128-bit load brings four floats"),
     "bankfree": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum+"
                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
                  "shared-memory bank conflicts (loads and stores)", "falls: split fragments and padded rows"),
-    "doublebuffer": ("smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
-                     "warps stalled at a barrier, per issue", "falls: one barrier per tile, its loads in flight"),
+    "twostage": ("smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
+                 "warps stalled at a barrier, per issue", "falls: one barrier per tile, its loads in flight"),
+    "doublebuffer": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "global load requests through registers",
+                     "falls: an operand whose layout shared memory keeps arrives by cp.async (LDGSTS), not LDG"),
+    "bigtile": ("smsp__inst_executed.sum", "instructions executed",
+                "falls: 128 of a k-step's 134 instructions are FMAs, where 64 of 68 were"),
     "regbuffer": ("smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio",
                   "warps waiting on shared-memory results, per issue",
                   "falls: the next step's fragments load during this step's FMAs"),
@@ -78,7 +84,7 @@ EVIDENCE = {
 }
 # The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
 # which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma), and
-# reuse, rung 10's kernel with its FFMAs reordered, which is read against rung 10, and tf32x3_inplace, read against
+# reuse, rung 13's kernel with its FFMAs reordered, which is read against it, and tf32x3_inplace, read against
 # tf32x3_regs, whose split in registers it keeps for one operand (the rung before it is ozaki, other math).
 AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer", "tf32x3_inplace": "tf32x3_regs"}
 # Rungs with no counter, and why (the README's ladder table says so under the table).

@@ -1,50 +1,64 @@
 /*
- * Rung 10, regbuffer: fragments double-buffered in registers, so that one
- * block per SM hides its own waits and its threads can hold twice the results.
+ * Rung 14, reuse: rung 13's kernel with its FFMAs written in the order that
+ * lets their operands come from the register reuse cache.
  *
- * In rung 9 each k-step loaded its fragments from shared memory and then did
- * its FMAs: the wait for the LDS.128s was hidden only by the SM's other block.
- * Here the fragments of k-step p + 1 are loaded into one register buffer while
- * the FMAs of step p use the other, and at a tile's last step the next stage
- * is landed and published and its first fragments loaded before the last FMAs
- * (pipelined_k_loop, below). No step waits for shared memory. The shared-memory
- * stages are rung 9's (TwoStageTiles).
+ * Back on the FMA pipe after the tensor-core rungs, with one question: why
+ * does cuBLAS FP32 run 8% faster than rung 13 on the same work? Measured on
+ * the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on the FMA pipe?"):
+ * both issue 2.4 G instructions, 88-89% of them FFMA, but cuBLAS issues one in
+ * 88% of the scheduler's cycles and rung 13 one in 80%. The difference is
+ * stalls, and the largest is "dispatch": a warp whose next FFMA is ready but
+ * cannot be sent to the pipe this cycle, 10% of rung 13's stall samples
+ * against 5% of cuBLAS's.
  *
- * That is what pays for the bigger thread tile. Overlap within a block lets one
- * block per SM (8 warps) keep the FMA pipe fed, where rung 9 needed a second
- * block to fill its gaps; so each thread can hold 16 x 8 results (128
- * registers of accumulators, up to 255 registers per thread) instead of 8 x 8,
- * and 128 of its 134 instructions per k-step are FMAs instead of 64 of 68.
- * Measured on the H100 (benchmarks/NOTES.md, "Rung 10: regbuffer"):
- * double-buffered fragments gain nothing at 8 x 8 with two blocks per SM, and
- * 16 x 8 at one block per SM gains nothing without them; together, +7%.
+ * An FFMA reads three registers (a, b and the accumulator). The register file
+ * is banked, and reads that collide in a bank cost the dispatcher a cycle;
+ * the operand reuse cache lets an instruction take a value that the
+ * instruction before it read in the same operand slot without touching the
+ * banks (ptxas marks such operands `.reuse` in the SASS). So the fewer fresh
+ * reads per FFMA, the fewer chances to collide. (Which FFMAs stall is not
+ * predicted by a simple model of the banks, NOTES; what was measured is that
+ * the dispatch stalls fall as reuse rises.) ptxas chooses the registers and
+ * schedules the FFMAs, but it starts from the order in the source and keeps
+ * much of it. Rung 13 writes the outer product row by row; ptxas turns that
+ * into one a held across eight b's, and only 23 of its 2048 FFMAs a tile
+ * reuse both a and b. cuBLAS's main loop has 480 of 1024.
  *
- * Tile parameters: a 128 x 256 x 16 block tile and 256 threads, 8 rows of 32.
- * A thread's 16 rows are four groups of 4, a quarter of the tile (32 rows)
- * apart; its 8 columns two groups of 4, half the tile (128 columns) apart. A
- * warp is one row of threads: its A fragments are one broadcast, its B
- * fragments 512 contiguous bytes, and no bank is asked twice (rung 8's rule).
- * BK = 16: the profile showed the FMA pipe starved by the instructions around
- * it, not by memory; a deeper k-step halves the fetches, barriers and loop
- * trips per FMA (+11% measured). Rows padded by 4 floats as in rung 8. Two
- * stages of 16 x (132 + 260) floats: 49 KiB, past the 48 KiB static limit, so
- * shared memory is dynamic.
- * Blocks launch in plain order: rung 4's grouping measured neutral here (the
- * tiles reuse four times more per load), and its arithmetic spilled.
- * Limits: m <= 65535 * 128. Big tiles are paid for whole: 4095 x 4097 makes
- * 544 of them, five rounds over 132 SMs where 4096^3 makes four (-23%), and
- * 1000^3 makes 32, leaving 100 SMs idle. Each warp reads fragments for a
- * 16 x 256 strip of the block tile.
+ * The idea: write the outer product in 2 x 2 blocks walked in a snake
+ * (outer_product, below). Inside a block each FFMA shares an operand with the
+ * one before it: (i, j) (i, j+1) share a_i, then (i+1, j+1) shares b_j+1, then
+ * (i+1, j) shares a_i+1. Every other pair of rows walks its blocks right to
+ * left, so that a pair's first block shares its b's with the last block of
+ * the pair before. (From one block to the next within a pair of rows nothing
+ * is shared.) ptxas still holds one a across a row's eight b's, but takes the
+ * b's in the order this walk gives each row; 202 of the 2048 FFMAs then
+ * reuse both operands, and the dispatch stalls fall (NOTES: 10.4% -> 6.8% of
+ * samples).
+ *
+ * Nothing else changes: the same tile, loads, pipeline and epilogue (rung 13's
+ * kernel, copied with this order in place of its row-by-row one), and the same sums in the same
+ * order: each accumulator still adds its k-steps one after another, so the
+ * results are rung 13's, bit for bit. Other orders measured worse (NOTES):
+ * row pairs or column pairs walked in a snake, and cuBLAS's own walk (quads of
+ * rows against pairs of columns), which ptxas does not keep.
+ *
+ * Tile parameters: rung 13's (128 x 256 x 16, 16 x 8 a thread, one block an SM).
+ * Limits: rung 13's. 1.5-1.8% over rung 13 from 4096^3 up (H200, NOTES:
+ * 0.942x cuBLAS FP32 at 4096^3 and 0.953x at 8192^3, where rung 13 runs 0.926x
+ * and 0.936x in the same run), 2% slower at 4095 x 4097 x 4093: short of
+ * cuBLAS. The same order in a kernel with no bounds code reached 0.965-1.00x
+ * at 4096^3 and 0.965-0.971x at 8192^3 (benchmarks/harness/simt_variants.cu);
+ * what cuBLAS keeps and this rung does not is fewer stalls around each
+ * k-tile's loads.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 11 tiles at the warp level.
  */
-#ifndef FASTSGEMM_LADDER_10_REGBUFFER
-#define FASTSGEMM_LADDER_10_REGBUFFER
+#ifndef FASTSGEMM_LADDER_14_REUSE
+#define FASTSGEMM_LADDER_14_REUSE
 
 #include "common.cuh"
 
 namespace fsg {
-namespace regbuffer {
+namespace reuse {
 
 // ---- tile parameters ----
 constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
@@ -57,7 +71,7 @@ constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(f
 template <typename Index>
 constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
 
-}  // namespace regbuffer
+}  // namespace reuse
 
 // ---- kernel ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
@@ -280,8 +294,8 @@ struct TwoStageTiles {
     }
 };
 
-/* The main loop of this rung and rung 11, with its shared memory double-buffered
- * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+/* The main loop of this rung and rung 15, with its shared memory double-buffered
+ * (rung 11's TwoStageTiles: tile t + 1 is fetched into one stage while the math
  * runs on the other; one barrier per tile) and its fragments in one or two
  * register buffers:
  *   - one: each k-step loads its fragments, then does its FMAs. The wait for
@@ -330,20 +344,28 @@ __device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFrag
     }
 }
 
-namespace regbuffer {
+namespace reuse {
 
-/* One k-step's outer product added into the accumulators, row by row as written here; ptxas schedules the
- * FFMAs from this order (rung 19 writes the same products in another). */
+/* One k-step's outer product in 2 x 2 blocks, each walked (i, j) (i, j+1) (i+1, j+1) (i+1, j), the blocks of
+ * every other pair of rows right to left: inside a block, and from one pair of rows to the next, each FFMA reads
+ * an operand that the one before it read. */
 template <int TM, int TN>
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+    static_assert(TM % 2 == 0 && TN % 2 == 0, "whole 2 x 2 blocks");
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+    for (int i = 0; i < TM; i += 2)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        for (int step = 0; step < TN; step += 2) {
+            const int j = (i / 2) % 2 ? TN - 2 - step : step;
+            acc[i][j] += a[i] * b[j];
+            acc[i][j + 1] += a[i] * b[j + 1];
+            acc[i + 1][j + 1] += a[i + 1] * b[j + 1];
+            acc[i + 1][j] += a[i + 1] * b[j];
+        }
 }
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads, 1) reuse_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
     auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
@@ -352,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm p
     const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-    // Rung 9's stages: fetch() starts the next tiles' journey, land() completes it.
+    // Rung 11's stages: fetch() starts the next tiles' journey, land() completes it.
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
                                                                                          row0, col0, tid};
 
@@ -385,17 +407,17 @@ inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = vec ? regbuffer_sgemm_kernel<I, kA, kB, true> : regbuffer_sgemm_kernel<I, kA, kB, false>;
+        auto kernel = vec ? reuse_sgemm_kernel<I, kA, kB, true> : reuse_sgemm_kernel<I, kA, kB, false>;
         launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
     });
 }
 
-}  // namespace regbuffer
+}  // namespace reuse
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_regbuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::regbuffer::launch(g, stream);
+extern "C" cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::reuse::launch(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_10_REGBUFFER */
+#endif /* FASTSGEMM_LADDER_14_REUSE */

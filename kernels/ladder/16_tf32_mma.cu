@@ -1,45 +1,55 @@
 /*
- * Rung 13, tf32x3_mma: FP32 accuracy from TF32 tensor cores, by splitting each
- * operand in two and multiplying three times.
+ * Rung 16, tf32_mma: the tensor cores, on operands rounded to TF32.
  *
- * Rung 12 loses accuracy in one place only: rounding each operand to TF32's
- * 11 significant bits. Write x = hi + lo, hi = tf32(x) and lo = tf32(x - hi):
- * x - hi is exact in FP32 and at most 2^-11 |x| (round to nearest), and
- * rounding it to 11 bits leaves an error near 2^-22 |x|; hi + lo carries
- * about 22 bits of x, close to FP32's 24. Then
+ * Rungs 1-15 multiply with FFMA, 128 lanes per SM per clock: the H100's FP32
+ * peak (66.9 TFLOP/s) is their ceiling and rung 15 already runs at 0.92x
+ * cuBLAS. The tensor cores multiply whole tiles per instruction and are many
+ * times faster, but they take TF32 operands: FP32's 8-bit exponent with only
+ * 10 of its 23 mantissa bits. Each product is exact and the sums are FP32,
+ * so the error is the rounding of the inputs: about 2^-11 relative per
+ * operand, a relative error near 3e-4 in D whatever K is (cuBLAS's TF32 mode
+ * makes the same trade). Rung 17 buys FP32 accuracy back.
  *
- *     a * b = hi_a hi_b + hi_a lo_b + lo_a hi_b + lo_a lo_b,
+ * What changed from rung 15: each warp's 64 x 64 tile is now 4 x 8 mma.sync
+ * m16n8k8 tiles (the fragment layout is below); a k-step of 8 loads 32 floats
+ * per lane from shared memory, rounds them to TF32 (cvt.rna) and issues 32
+ * MMAs. The tensor cores eat tiles far faster than FFMA did, so memory
+ * latency matters again: three shared-memory stages fed by cp.async (rung 11's
+ * copies; four-byte ones for unaligned matrices, so one pipeline serves every
+ * layout), operands kept in their global layout with rows padded so fragment
+ * reads are conflict-free.
  *
- * and the last term, near 2^-22 |a b|, is dropped: three MMAs instead of
- * one, for an error like FP32's.
+ * The instruction: mma.sync.m16n8k8 with TF32 inputs and FP32 accumulators
+ * (sm_80 and later). One warp multiplies a 16 x 8 tile of A by an 8 x 8 tile
+ * of B into a 16 x 8 tile of D. With g = lane / 4 and t = lane % 4, a lane
+ * holds:
+ *     A: a[0] = A(g, t)   a[1] = A(g + 8, t)   a[2] = A(g, t + 4)   a[3] = A(g + 8, t + 4)
+ *     B: b[0] = B(t, g)   b[1] = B(t + 4, g)
+ *     D: d[0] = D(g, 2t)  d[1] = D(g, 2t + 1)  d[2] = D(g + 8, 2t)  d[3] = D(g + 8, 2t + 1)
  *
- * How the products are summed decides whether that accuracy survives. The
- * tensor cores' own accumulation does not round to nearest (it truncates),
- * and its error grows with K. So the main term hi_a hi_b is computed by the tensor
- * core from a zero accumulator, one k-step of 8 at a time, and added to the
- * running sum with an ordinary FP32 FADD, which rounds to nearest. The two
- * correction terms are 2^11 times smaller; their own accumulator, inside the
- * tensor core, is accurate enough. D = main + corrections at the end.
+ * Shared memory keeps each operand in its global layout, so every tile
+ * arrives by cp.async (16-byte copies for aligned matrices, 4-byte ones
+ * otherwise: one pipeline for every layout and alignment, zero-filled past the
+ * edges). Rows are padded so that a warp's fragment reads hit 32 different
+ * banks: a lane reads element (g, t) of an A tile or (t, g) of a B tile, so
+ * where k is the contiguous direction the row length must be 4 mod 8 floats
+ * (g * ld + t covers every bank), and where m or n is, 8 mod 16 (t * ld + g
+ * does).
  *
- * Non-finite values: for x = +-Inf or NaN, x - hi is NaN, and Inf * 0 turns
- * into NaN in a correction term even where the exact product is Inf. The
- * main term alone already has the right Inf or NaN (hi keeps Inf and NaN), so
- * where it is not finite it is the result.
- *
- * What changed from rung 12: the math policy below, and a smaller warp tile.
- *
- * Tile parameters: 32 x 32 warp tiles in a 64 x 64 block tile, 4 warps, two
- * blocks per SM: two accumulator sets and the split fragments need about 200
- * registers per thread even so. The configurations swept gave 41-43 TFLOP/s
- * at 4096^3, this one the most (benchmarks/NOTES.md).
- * Limits: as rung 12; inputs of magnitude above about 3.4e38 * (1 - 2^-12)
- * round to Inf in hi and give Inf, not FP32's value.
+ * Tile parameters: 128 x 128 x 32 block tile, 4 warps of 64 x 64, 3 stages
+ * (3 x 35 KiB): the largest warp tile gives each fragment the most reuse,
+ * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the tile-shape
+ * sweep in benchmarks/NOTES.md, "Rung 12: tf32_mma").
+ * Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: the split costs 3x the tensor-core work plus the splitting itself;
- * Hopper's wgmma feeds the tensor cores at their full rate (rungs 14, 15).
+ * Next: mma.sync is Ampere's instruction, and at 128 x 128 tiles it also
+ * needs more from L2 than a wider tile would (32 FLOP per byte moved);
+ * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) reach 400
+ * TFLOP/s. Rung 17 first buys FP32 accuracy with this instruction; rung 18
+ * takes Hopper's.
  */
-#ifndef FASTSGEMM_LADDER_13_TF32X3_MMA
-#define FASTSGEMM_LADDER_13_TF32X3_MMA
+#ifndef FASTSGEMM_LADDER_16_TF32_MMA
+#define FASTSGEMM_LADDER_16_TF32_MMA
 
 #include "common.cuh"
 
@@ -84,12 +94,11 @@ struct MmaTiling {
 
 }  // namespace tensorcore
 
-namespace tf32x3_mma {
-using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
+namespace tf32_mma {
+using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 2, 3, 1>;
+}  // namespace tf32_mma
 
-}  // namespace tf32x3_mma
-
-// ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel, rung 12's), then this rung's math for it ----
+// ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel), then this rung's math for it ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -309,7 +318,7 @@ __device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
     return g;
 }
 
-/* The kernel of this rung and rung 13. Math is the rung's policy:
+/* The kernel of this rung and rung 17. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
  *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)
@@ -410,69 +419,46 @@ cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     });
 }
 
-
-/* x = hi + lo with both parts TF32 (the header explains the split). */
-__device__ __forceinline__ void split(float x, uint32_t &hi, uint32_t &lo) {
-    hi = to_tf32(x);
-    lo = to_tf32(x - __uint_as_float(hi));
-}
-
-/* The split product's sum: main term plus corrections, except where the main
- * term is Inf or NaN, which is then the answer (the header says why). */
-__device__ __forceinline__ float combine(float main, float corrections) {
-    return isfinite(main) ? main + corrections : main;
-}
-
 }  // namespace tensorcore
 
-namespace tf32x3_mma {
+namespace tf32_mma {
 
+using tensorcore::to_tf32;
+
+/* One product per k-step: round both operands, accumulate in the tensor core. */
 template <typename Cfg>
-struct SplitThree {
+struct RoundOnce {
     static constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT;
     struct Accumulators {
-        float main[kMT][kNT][4];  // hi_a hi_b, summed with FP32 FADDs (round to nearest)
-        float corr[kMT][kNT][4];  // hi_a lo_b + lo_a hi_b, summed by the tensor core
+        float d[kMT][kNT][4];
     };
 
     __device__ static void step(Accumulators &acc, const float (&a)[kMT][4], const float (&b)[kNT][2]) {
-        uint32_t a_hi[kMT][4], a_lo[kMT][4], b_hi[kNT][2], b_lo[kNT][2];
+        uint32_t a32[kMT][4], b32[kNT][2];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) tensorcore::split(a[mt][e], a_hi[mt][e], a_lo[mt][e]);
+            for (int e = 0; e < 4; ++e) a32[mt][e] = to_tf32(a[mt][e]);
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) tensorcore::split(b[nt][e], b_hi[nt][e], b_lo[nt][e]);
-        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int e = 0; e < 2; ++e) b32[nt][e] = to_tf32(b[nt][e]);
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-            for (int nt = 0; nt < kNT; ++nt) {
-                float product[4];
-                tensorcore::mma_tf32(product, a_hi[mt], b_hi[nt], zero);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc.main[mt][nt][e] += product[e];
-                tensorcore::mma_tf32(acc.corr[mt][nt], a_lo[mt], b_hi[nt], acc.corr[mt][nt]);
-                tensorcore::mma_tf32(acc.corr[mt][nt], a_hi[mt], b_lo[nt], acc.corr[mt][nt]);
-            }
+            for (int nt = 0; nt < kNT; ++nt) tensorcore::mma_tf32(acc.d[mt][nt], a32[mt], b32[nt], acc.d[mt][nt]);
     }
 
-    __device__ static float result(const Accumulators &acc, int mt, int nt, int e) {
-        return tensorcore::combine(acc.main[mt][nt][e], acc.corr[mt][nt][e]);
-    }
+    __device__ static float result(const Accumulators &acc, int mt, int nt, int e) { return acc.d[mt][nt][e]; }
 };
 
-}  // namespace tf32x3_mma
+}  // namespace tf32_mma
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
-extern "C" cudaError_t fsg_tf32x3_mma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    using namespace fsg::tf32x3_mma;
-    return fsg::tensorcore::launch<Tiling, SplitThree<Tiling>>(g, stream);
+// ---- launcher ----
+extern "C" cudaError_t fsg_tf32_mma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::tf32_mma;
+    return fsg::tensorcore::launch<Tiling, RoundOnce<Tiling>>(g, stream);
 }
-#endif
 
-#endif /* FASTSGEMM_LADDER_13_TF32X3_MMA */
+#endif /* FASTSGEMM_LADDER_16_TF32_MMA */

@@ -1,79 +1,66 @@
 /*
- * Rung 19, reuse: rung 10's kernel with its FFMAs written in the order that
- * lets their operands come from the register reuse cache.
+ * Rung 11, doublebuffer: an operand copied straight into shared memory by
+ * cp.async, with no registers in between.
  *
- * Back on the FMA pipe after the tensor-core rungs, with one question: why
- * does cuBLAS FP32 run 8% faster than rung 10 on the same work? Measured on
- * the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on the FMA pipe?"):
- * both issue 2.4 G instructions, 88-89% of them FFMA, but cuBLAS issues one in
- * 88% of the scheduler's cycles and rung 10 one in 80%. The difference is
- * stalls, and the largest is "dispatch": a warp whose next FFMA is ready but
- * cannot be sent to the pipe this cycle, 10% of rung 10's stall samples
- * against 5% of cuBLAS's.
+ * In rung 10 every tile passed through registers: global loads before the
+ * math, stores to shared memory after it. Here an operand whose shared layout
+ * is its global layout (a row-major B, a column-major A) and that is 16-byte
+ * aligned comes by cp.async (sm_80+) instead: the copy engine writes shared
+ * memory directly, with no instructions waiting on the data, and zero-fills
+ * chunks past the matrix's edges itself (the src-size operand). The other
+ * operand (a row-major A, transposed into As, or an unaligned matrix) keeps
+ * rung 10's register prefetch. land(stage) now also waits for this thread's
+ * copies (TwoStageTiles, below).
  *
- * An FFMA reads three registers (a, b and the accumulator). The register file
- * is banked, and reads that collide in a bank cost the dispatcher a cycle;
- * the operand reuse cache lets an instruction take a value that the
- * instruction before it read in the same operand slot without touching the
- * banks (ptxas marks such operands `.reuse` in the SASS). So the fewer fresh
- * reads per FFMA, the fewer chances to collide. (Which FFMAs stall is not
- * predicted by a simple model of the banks, NOTES; what was measured is that
- * the dispatch stalls fall as reuse rises.) ptxas chooses the registers and
- * schedules the FFMAs, but it starts from the order in the source and keeps
- * much of it. Rung 10 writes the outer product row by row; ptxas turns that
- * into one a held across eight b's, and only 23 of its 2048 FFMAs a tile
- * reuse both a and b. cuBLAS's main loop has 480 of 1024.
- *
- * The idea: write the outer product in 2 x 2 blocks walked in a snake
- * (outer_product, below). Inside a block each FFMA shares an operand with the
- * one before it: (i, j) (i, j+1) share a_i, then (i+1, j+1) shares b_j+1, then
- * (i+1, j) shares a_i+1. Every other pair of rows walks its blocks right to
- * left, so that a pair's first block shares its b's with the last block of
- * the pair before. (From one block to the next within a pair of rows nothing
- * is shared.) ptxas still holds one a across a row's eight b's, but takes the
- * b's in the order this walk gives each row; 202 of the 2048 FFMAs then
- * reuse both operands, and the dispatch stalls fall (NOTES: 10.4% -> 6.8% of
- * samples).
- *
- * Nothing else changes: the same tile, loads, pipeline and epilogue (rung 10's
- * kernel, copied with this order in place of its row-by-row one), and the same sums in the same
- * order: each accumulator still adds its k-steps one after another, so the
- * results are rung 10's, bit for bit. Other orders measured worse (NOTES):
- * row pairs or column pairs walked in a snake, and cuBLAS's own walk (quads of
- * rows against pairs of columns), which ptxas does not keep.
- *
- * Tile parameters: rung 10's (128 x 256 x 16, 16 x 8 a thread, one block an SM).
- * Limits: rung 10's. 1.5-1.8% over rung 10 from 4096^3 up (H200, NOTES:
- * 0.942x cuBLAS FP32 at 4096^3 and 0.953x at 8192^3, where rung 10 runs 0.926x
- * and 0.936x in the same run), 2% slower at 4095 x 4097 x 4093: short of
- * cuBLAS. The same order in a kernel with no bounds code reached 0.965-1.00x
- * at 4096^3 and 0.965-0.971x at 8192^3 (benchmarks/harness/simt_variants.cu);
- * what cuBLAS keeps and this rung does not is fewer stalls around each
- * k-tile's loads.
+ * Tile parameters: rung 9's, in two stages of 8 x (132 + 132) floats: 17 KiB
+ * of static shared memory.
+ * Limits: m <= 65535 * 128. The fragment loads of a k-step still wait for
+ * shared memory just before its FMAs; only the SM's other block hides that.
  * Stacks: as rung 1, product by product, one launch each.
+ * Next: rung 13 double-buffers the fragments in registers too, so one block
+ * per SM can hide its own waits and hold a bigger thread tile.
  */
-#ifndef FASTSGEMM_LADDER_19_REUSE
-#define FASTSGEMM_LADDER_19_REUSE
+#ifndef FASTSGEMM_LADDER_11_DOUBLEBUFFER
+#define FASTSGEMM_LADDER_11_DOUBLEBUFFER
 
 #include "common.cuh"
 
 namespace fsg {
-namespace reuse {
+namespace doublebuffer {
 
 // ---- tile parameters ----
-constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
-constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
-constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
-constexpr int kPad = 4;
-constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
-// The 64-bit-index instantiations, used only for offsets past 2^31, need more
-// registers for addresses: they keep one fragment buffer rather than spill.
-template <typename Index>
-constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
+constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
+constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 9
+static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
+static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
-}  // namespace reuse
+}  // namespace doublebuffer
 
 // ---- kernel ----
+/* The output tile a block computes, when blocks do not take the tiles in
+ * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
+ * of `group` tile rows, column by column inside a group (the last group may
+ * have fewer rows). */
+struct TileCoord {
+    int row, col;
+};
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
+ * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
+constexpr unsigned kGroupTileRows = 16;
+__device__ __forceinline__ TileCoord grouped_block_tile() {
+    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
+    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
+    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
+}
+
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -294,130 +281,72 @@ struct TwoStageTiles {
     }
 };
 
-/* The main loop of this rung and rung 11, with its shared memory double-buffered
- * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
- * runs on the other; one barrier per tile) and its fragments in one or two
- * register buffers:
- *   - one: each k-step loads its fragments, then does its FMAs. The wait for
- *     shared memory is hidden only by the SM's other blocks.
- *   - two: the fragments of step p + 1 are loaded into one buffer while the
- *     FMAs of step p use the other. At a tile's last step the next stage is
- *     landed and published (the barrier) and its first fragments loaded
- *     before the last FMAs, so no step waits for shared memory, even with one
- *     block per SM. The barrier still comes after this thread's last read of
- *     the stage the next fetch overwrites: one barrier covers both hazards.
- * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
- * `stage`; multiply(buf) adds the outer product of buffer buf into the
- * accumulators. */
-template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
-__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
-                                                 Multiply &&multiply) {
-    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
-    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
-    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
-    const Index steps = (k + BK - 1) / BK;
-    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
-    tiles.fetch(0, 0);
-    tiles.land(0);
-    __syncthreads();
-    if constexpr (kTwo) load_fragments(0, 0, 0);
-    for (Index t = 0; t < steps; ++t) {
-        const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
-#pragma unroll
-        for (int p = 0; p < BK; ++p) {
-            if constexpr (!kTwo) {
-                load_fragments(stage, p, 0);
-            } else if (p + 1 < BK) {
-                load_fragments(stage, p + 1, (p + 1) % 2);
-            } else if (t + 1 < steps) {
-                tiles.land(stage ^ 1);
-                __syncthreads();
-                load_fragments(stage ^ 1, 0, 0);
-            }
-            multiply(p % FRAGMENT_BUFFERS);
-        }
-        if constexpr (!kTwo) {
-            if (t + 1 < steps) tiles.land(stage ^ 1);
-            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
-        }
-    }
-}
-
-namespace reuse {
-
-/* One k-step's outer product in 2 x 2 blocks, each walked (i, j) (i, j+1) (i+1, j+1) (i+1, j), the blocks of
- * every other pair of rows right to left: inside a block, and from one pair of rows to the next, each FFMA reads
- * an operand that the one before it read. */
-template <int TM, int TN>
-__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
-    static_assert(TM % 2 == 0 && TN % 2 == 0, "whole 2 x 2 blocks");
-#pragma unroll
-    for (int i = 0; i < TM; i += 2)
-#pragma unroll
-        for (int step = 0; step < TN; step += 2) {
-            const int j = (i / 2) % 2 ? TN - 2 - step : step;
-            acc[i][j] += a[i] * b[j];
-            acc[i][j + 1] += a[i] * b[j + 1];
-            acc[i + 1][j + 1] += a[i + 1] * b[j + 1];
-            acc[i + 1][j] += a[i + 1] * b[j];
-        }
-}
+namespace doublebuffer {
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) reuse_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads) doublebuffer_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
-    extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
-    auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
-    auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
+    __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
+    __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
-    const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
-    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
+    // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
+    const int frag_row = thread_row * 4, frag_col = thread_col * 4;
+    const TileCoord tile = grouped_block_tile();  // rung 4's order
+    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-    // Rung 9's stages: fetch() starts the next tiles' journey, land() completes it.
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
-                                                                                         row0, col0, tid};
+                                                                                     row0, col0, tid};
 
     float acc[kTM][kTN] = {};
-    float reg_m[kFragmentBuffers<Index>][kTM], reg_n[kFragmentBuffers<Index>][kTN];
-    pipelined_k_loop<kBK, kFragmentBuffers<Index>>(
-        tiles, k,
-        [&](int stage, int p, int buf) {
+    float reg_m[kTM], reg_n[kTN];
+    const Index steps = ceil_div(k, kBK);
+    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
+        tiles.fetch(0, 0);
+        tiles.land(0);
+        __syncthreads();
+    }
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);  // in flight during this tile's math
 #pragma unroll
-            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[buf][4 * q]);
+        for (int p = 0; p < kBK; ++p) {
+            load4(&As[stage][p][frag_row], &reg_m[0]);
+            load4(&As[stage][p][kBM / 2 + frag_row], &reg_m[4]);
+            load4(&Bs[stage][p][frag_col], &reg_n[0]);
+            load4(&Bs[stage][p][kBN / 2 + frag_col], &reg_n[4]);
 #pragma unroll
-            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
-        },
-        [&](int buf) { outer_product(acc, reg_m[buf], reg_n[buf]); });
+            for (int i = 0; i < kTM; ++i)
+#pragma unroll
+                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
+        }
+        if (t + 1 < steps) tiles.land(stage ^ 1);  // registers stored, this thread's copies waited for
+        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+    }
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + (i / 4) * (kBM / kQuartersM) + frag_row + i % 4;
+        const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
         if (row >= m) continue;
-#pragma unroll
-        for (int q = 0; q < kQuartersN; ++q)
-            store_d4(g, row, col0 + q * (kBN / kQuartersN) + frag_col, &acc[i][4 * q], vec_out);
+        store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
+        store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
     }
 }
 
-/* The layout/index dispatch, the vector check, the dynamic shared-memory opt-in. */
-inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
-    const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM), slice_count(*g));
-    const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
-    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
-        using I = typename decltype(index)::type;
-        constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = vec ? reuse_sgemm_kernel<I, kA, kB, true> : reuse_sgemm_kernel<I, kA, kB, false>;
-        launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
-    });
-}
-
-}  // namespace reuse
+}  // namespace doublebuffer
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::reuse::launch(g, stream);
+extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::doublebuffer;
+    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
+    const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
+    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+        using I = typename decltype(index)::type;
+        constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
+        if (vec) doublebuffer_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else doublebuffer_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+    });
 }
 
-#endif /* FASTSGEMM_LADDER_19_REUSE */
+#endif /* FASTSGEMM_LADDER_11_DOUBLEBUFFER */

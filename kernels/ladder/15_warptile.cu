@@ -1,75 +1,62 @@
 /*
- * Rung 9, doublebuffer: the loads of tile k+1 overlap the math on tile k.
+ * Rung 15, warptile: block tile, then warp tile, then thread tile.
  *
- * Up to rung 8 each step of the k loop was: load a tile, barrier, compute,
- * barrier. While a block loaded, its FMA units waited (only the SM's other
- * block could fill the gap). Here shared memory holds two stages. In step t the
- * block computes on stage t % 2 while tile t + 1 is already on its way into the
- * other stage, and one barrier per step (not two) both publishes tile t + 1 and
- * frees stage t % 2 for tile t + 2. The tile comes in by one of two routes
- * (TwoStageTiles, below):
+ * In rung 13 the threads of a warp covered a 16 x 256 strip of the block tile.
+ * Here the block tile is divided into warp tiles (WM x WN), and each warp's
+ * lanes divide its warp tile among themselves (LANES_M x LANES_N threads), each
+ * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
+ * warp's fragment loads for one k-step are contiguous runs of shared memory and
+ * every value loaded serves the squarest region the registers allow: a warp's
+ * 64 x 64 tile reads 64 + 64 floats per k-step where rung 13's 16 x 256 strip
+ * reads 16 + 256. On the H100 that changes nothing measurable (Nsight Compute,
+ * benchmarks/NOTES.md): both count 268M shared-load wavefronts at 4096^3 and
+ * take the same time, because the strip's A fragments are broadcasts and
+ * shared memory is not the limit there; the FMA issue rate is. The idea pays
+ * where shared-memory bandwidth is short (smaller thread tiles, more warps).
  *
- *   - cp.async (sm_80+) when the operand's shared layout is its global layout
- *     (a row-major B, a column-major A) and it is 16-byte aligned: the copy
- *     engine writes shared memory directly, no registers, no instructions
- *     waiting on the data. Chunks past the matrix's edges are zero-filled by the
- *     copy itself (the src-size operand).
- *   - register prefetch otherwise (a row-major A, which is transposed into As,
- *     or an unaligned matrix): the global loads are issued before the math and
- *     their registers written to shared memory after it, so their latency hides
- *     behind the tile's math.
+ * Other shapes, and a choice between two of them by how their tiles fall on
+ * the SMs, are the engine's (kernels/engine/warptile.cu: kernel="warptile:<name>",
+ * among which the tuning table behind kernel="auto" chooses).
  *
- * Tile parameters: rung 8's: 128 x 128 x 8 block tile, 8 x 8 results per
- * thread as split 4 x 4 quarters, 256 threads, padded rows, float4 global
- * loads and stores where alignment allows, rung 4's block order. Two stages
- * of 8 x (132 + 132) floats: 17 KiB of static shared memory.
- * Limits: m <= 65535 * 128. The fragment loads of a k-step still wait for
- * shared memory just before its FMAs; only the SM's other block hides that.
+ * Tile parameters: rung 13's block tile, 128 x 256 x 16, in 2 x 4 warps of
+ * 64 x 64, each warp's lanes 4 x 8, 16 x 8 per thread, one block per SM: the
+ * most reuse, the fastest per unit of work. Everything else is rung 13: two
+ * shared-memory stages, cp.async where layouts agree and the matrix is
+ * aligned, register prefetch otherwise, double-buffered fragments, one
+ * barrier per k-step, padded rows. Shared memory is dynamic.
+ * Limits: m <= 65535 * 128. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
+ * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
+ * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 10 double-buffers the fragments in registers too, so one block
- * per SM can hide its own waits and hold a bigger thread tile.
+ * Next: rung 16 leaves FFMA for the tensor cores.
  */
-#ifndef FASTSGEMM_LADDER_09_DOUBLEBUFFER
-#define FASTSGEMM_LADDER_09_DOUBLEBUFFER
+#ifndef FASTSGEMM_LADDER_15_WARPTILE
+#define FASTSGEMM_LADDER_15_WARPTILE
 
 #include "common.cuh"
 
 namespace fsg {
-namespace doublebuffer {
+namespace warptile {
 
 // ---- tile parameters ----
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
-constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 8
-static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
-static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
-}  // namespace doublebuffer
+constexpr int kBM = 128, kBN = 256, kBK = 16;                       // rung 13's block tile
+constexpr int kWarpsM = 2, kWarpsN = 4, kLanesM = 4, kLanesN = 8;      // 2 x 4 warps; a warp's lanes 4 x 8
+constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;                // warp tile: 64 x 64
+constexpr int kTM = kWM / kLanesM, kTN = kWN / kLanesN;                // thread tile: 16 x 8
+constexpr int kQM = kTM / 4, kQN = kTN / 4;                            // 4 x 4 quarters per thread
+constexpr int kThreads = kWarpsM * kWarpsN * 32;
+constexpr int kPad = 4;
+constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
+static_assert(kLanesM * kLanesN == 32, "a warp's 32 lanes tile its warp tile");
+// The 64-bit-index instantiations, used only for offsets past 2^31, need more
+// registers for addresses: they keep one fragment buffer rather than spill.
+template <typename Index>
+constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
+
+}  // namespace warptile
 
 // ---- kernel ----
-/* The output tile a block computes, when blocks do not take the tiles in
- * launch order: block `id` (0 .. tiles_m * tiles_n - 1) walks them in groups
- * of `group` tile rows, column by column inside a group (the last group may
- * have fewer rows). */
-struct TileCoord {
-    int row, col;
-};
-template <typename Int>
-__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
-    const Int per_group = group * tiles_n, first = id / per_group * group;
-    const Int rows = tiles_m - first < group ? tiles_m - first : group;
-    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
-}
-
-/* This block's tile: the 2-D launch grid (gridDim.x tiles across, gridDim.y
- * down) numbered row by row, then grouped by kGroupTileRows tile rows. */
-constexpr unsigned kGroupTileRows = 16;
-__device__ __forceinline__ TileCoord grouped_block_tile() {
-    // 32 bits suffice: the extension keeps both M and N within 65535 tiles (each rung's max_dim).
-    const unsigned id = blockIdx.y * gridDim.x + blockIdx.x;
-    return grouped_tile<unsigned>(id, gridDim.y, gridDim.x, kGroupTileRows);
-}
-
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
@@ -290,72 +277,118 @@ struct TwoStageTiles {
     }
 };
 
-namespace doublebuffer {
-
-template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads) doublebuffer_sgemm_kernel(fsg_gemm problem) {
-    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
-    __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
-    __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
-    const int tid = threadIdx.x;
-    const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
-    // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
-    const int frag_row = thread_row * 4, frag_col = thread_col * 4;
-    const TileCoord tile = grouped_block_tile();  // rung 4's order
-    const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
-    const Index m = g.m, n = g.n, k = g.k;
-    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
-                                                                                     row0, col0, tid};
-
-    float acc[kTM][kTN] = {};
-    float reg_m[kTM], reg_n[kTN];
-    const Index steps = ceil_div(k, kBK);
-    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
-        tiles.fetch(0, 0);
-        tiles.land(0);
-        __syncthreads();
-    }
+/* The main loop of this rung and rung 15, with its shared memory double-buffered
+ * (rung 11's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+ * runs on the other; one barrier per tile) and its fragments in one or two
+ * register buffers:
+ *   - one: each k-step loads its fragments, then does its FMAs. The wait for
+ *     shared memory is hidden only by the SM's other blocks.
+ *   - two: the fragments of step p + 1 are loaded into one buffer while the
+ *     FMAs of step p use the other. At a tile's last step the next stage is
+ *     landed and published (the barrier) and its first fragments loaded
+ *     before the last FMAs, so no step waits for shared memory, even with one
+ *     block per SM. The barrier still comes after this thread's last read of
+ *     the stage the next fetch overwrites: one barrier covers both hazards.
+ * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
+ * `stage`; multiply(buf) adds the outer product of buffer buf into the
+ * accumulators. */
+template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
+__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
+                                                 Multiply &&multiply) {
+    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
+    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
+    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
+    const Index steps = (k + BK - 1) / BK;
+    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
+    tiles.fetch(0, 0);
+    tiles.land(0);
+    __syncthreads();
+    if constexpr (kTwo) load_fragments(0, 0, 0);
     for (Index t = 0; t < steps; ++t) {
         const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);  // in flight during this tile's math
+        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
 #pragma unroll
-        for (int p = 0; p < kBK; ++p) {
-            load4(&As[stage][p][frag_row], &reg_m[0]);
-            load4(&As[stage][p][kBM / 2 + frag_row], &reg_m[4]);
-            load4(&Bs[stage][p][frag_col], &reg_n[0]);
-            load4(&Bs[stage][p][kBN / 2 + frag_col], &reg_n[4]);
+        for (int p = 0; p < BK; ++p) {
+            if constexpr (!kTwo) {
+                load_fragments(stage, p, 0);
+            } else if (p + 1 < BK) {
+                load_fragments(stage, p + 1, (p + 1) % 2);
+            } else if (t + 1 < steps) {
+                tiles.land(stage ^ 1);
+                __syncthreads();
+                load_fragments(stage ^ 1, 0, 0);
+            }
+            multiply(p % FRAGMENT_BUFFERS);
+        }
+        if constexpr (!kTwo) {
+            if (t + 1 < steps) tiles.land(stage ^ 1);
+            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+        }
+    }
+}
+
+namespace warptile {
+
+template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
+__global__ void __launch_bounds__(kThreads, 1) warptile_sgemm_kernel(fsg_gemm problem) {
+    const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
+    extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
+    auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
+    auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int warp_row = (warp / kWarpsN) * kWM, warp_col = (warp % kWarpsN) * kWN;
+    // This thread's rows: frag_row + qm * kWM / kQM + {0..3} for each quarter qm; columns likewise.
+    const int frag_row = warp_row + (lane / kLanesN) * 4, frag_col = warp_col + (lane % kLanesN) * 4;
+    const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
+    const Index m = g.m, n = g.n, k = g.k;
+    // Rung 11's stages: fetch() starts the next tiles' journey, land() completes it.
+    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
+                                                                                         row0, col0, tid};
+
+    float acc[kTM][kTN] = {};
+    float reg_m[kFragmentBuffers<Index>][kTM], reg_n[kFragmentBuffers<Index>][kTN];
+    pipelined_k_loop<kBK, kFragmentBuffers<Index>>(
+        tiles, k,
+        [&](int stage, int p, int buf) {
+#pragma unroll
+            for (int q = 0; q < kQM; ++q) load4(&As[stage][p][frag_row + q * (kWM / kQM)], &reg_m[buf][4 * q]);
+#pragma unroll
+            for (int q = 0; q < kQN; ++q) load4(&Bs[stage][p][frag_col + q * (kWN / kQN)], &reg_n[buf][4 * q]);
+        },
+        [&](int buf) {
 #pragma unroll
             for (int i = 0; i < kTM; ++i)
 #pragma unroll
-                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
-        }
-        if (t + 1 < steps) tiles.land(stage ^ 1);  // registers stored, this thread's copies waited for
-        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
-    }
+                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[buf][i] * reg_n[buf][j];
+        });
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
+        const Index row = row0 + frag_row + (i / 4) * (kWM / kQM) + i % 4;
         if (row >= m) continue;
-        store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
-        store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
+#pragma unroll
+        for (int q = 0; q < kQN; ++q) store_d4(g, row, col0 + frag_col + q * (kWN / kQN), &acc[i][4 * q], vec_out);
     }
 }
 
-}  // namespace doublebuffer
-}  // namespace fsg
-
-// ---- launcher ----
-extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    using namespace fsg::doublebuffer;
-    const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
-    const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
-    return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
+/* The layout/index dispatch, the vector check, the dynamic shared-memory opt-in. */
+inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
+    const dim3 grid((unsigned)ceil_div(g->n, kBN), (unsigned)ceil_div(g->m, kBM), slice_count(*g));
+    const bool vec = aligned16(g->a, g->lda) && aligned16(g->b, g->ldb);
+    return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) doublebuffer_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else doublebuffer_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        auto kernel = vec ? warptile_sgemm_kernel<I, kA, kB, true> : warptile_sgemm_kernel<I, kA, kB, false>;
+        launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
     });
 }
 
-#endif /* FASTSGEMM_LADDER_09_DOUBLEBUFFER */
+}  // namespace warptile
+}  // namespace fsg
+
+// ---- launcher ----
+extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::warptile::launch(g, stream);
+}
+
+#endif /* FASTSGEMM_LADDER_15_WARPTILE */

@@ -1,60 +1,49 @@
 /*
- * Rung 11, warptile: block tile, then warp tile, then thread tile.
+ * Rung 12, bigtile: a 16 x 8 tile a thread, one block an SM, and k-steps
+ * twice as deep.
  *
- * In rung 10 the threads of a warp covered a 16 x 256 strip of the block tile.
- * Here the block tile is divided into warp tiles (WM x WN), and each warp's
- * lanes divide its warp tile among themselves (LANES_M x LANES_N threads), each
- * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
- * warp's fragment loads for one k-step are contiguous runs of shared memory and
- * every value loaded serves the squarest region the registers allow: a warp's
- * 64 x 64 tile reads 64 + 64 floats per k-step where rung 10's 16 x 256 strip
- * reads 16 + 256. On the H100 that changes nothing measurable (Nsight Compute,
- * benchmarks/NOTES.md): both count 268M shared-load wavefronts at 4096^3 and
- * take the same time, because the strip's A fragments are broadcasts and
- * shared memory is not the limit there; the FMA issue rate is. The idea pays
- * where shared-memory bandwidth is short (smaller thread tiles, more warps).
+ * Rung 11's thread computes 8 x 8 results (64 of its 68 instructions a k-step
+ * are FMAs) and two blocks share an SM. Here a thread holds 16 x 8 results
+ * (128 accumulators, up to 255 registers), 128 of 134 instructions a k-step
+ * are FMAs, and the block tile grows to 128 x 256, one block an SM. BK doubles
+ * to 16: the FMA pipe was starved by the instructions around it, not by memory,
+ * and a deeper k-step halves the fetches, barriers and loop trips per FMA.
+ * Measured on the H100 (benchmarks/NOTES.md, "Rung 10: regbuffer"), this tile
+ * alone gains nothing: with one block an SM nothing hides the wait for each
+ * k-step's fragments. Rung 13 hides it.
  *
- * Other shapes, and a choice between two of them by how their tiles fall on
- * the SMs, are the engine's (kernels/engine/warptile.cu: kernel="warptile:<name>",
- * among which the tuning table behind kernel="auto" chooses).
- *
- * Tile parameters: rung 10's block tile, 128 x 256 x 16, in 2 x 4 warps of
- * 64 x 64, each warp's lanes 4 x 8, 16 x 8 per thread, one block per SM: the
- * most reuse, the fastest per unit of work. Everything else is rung 10: two
- * shared-memory stages, cp.async where layouts agree and the matrix is
- * aligned, register prefetch otherwise, double-buffered fragments, one
- * barrier per k-step, padded rows. Shared memory is dynamic.
- * Limits: m <= 65535 * 128. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
- * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
- * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
+ * Tile parameters: a 128 x 256 x 16 block tile and 256 threads, 8 rows of 32.
+ * A thread's 16 rows are four groups of 4, a quarter of the tile (32 rows)
+ * apart; its 8 columns two groups of 4, half the tile (128 columns) apart. A
+ * warp is one row of threads: its A fragments are one broadcast, its B
+ * fragments 512 contiguous bytes, and no bank is asked twice (rung 9's rule).
+ * Rows padded by 4 floats as in rung 9. Two stages of 16 x (132 + 260)
+ * floats: 49 KiB, past the 48 KiB static limit, so shared memory is dynamic.
+ * Blocks launch in plain order: rung 4's grouping measured neutral here (the
+ * tiles reuse four times more per load), and its arithmetic spilled.
+ * Limits: m <= 65535 * 128. Big tiles are paid for whole: 4095 x 4097 makes
+ * 544 of them, five rounds over 132 SMs where 4096^3 makes four, and 1000^3
+ * makes 32, leaving 100 SMs idle. The fragment loads of a k-step wait for
+ * shared memory just before its FMAs, and no other block hides that.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 12 leaves FFMA for the tensor cores.
+ * Next: rung 13 double-buffers the fragments in registers.
  */
-#ifndef FASTSGEMM_LADDER_11_WARPTILE
-#define FASTSGEMM_LADDER_11_WARPTILE
+#ifndef FASTSGEMM_LADDER_12_BIGTILE
+#define FASTSGEMM_LADDER_12_BIGTILE
 
 #include "common.cuh"
 
 namespace fsg {
-namespace warptile {
+namespace bigtile {
 
 // ---- tile parameters ----
-
-constexpr int kBM = 128, kBN = 256, kBK = 16;                       // rung 10's block tile
-constexpr int kWarpsM = 2, kWarpsN = 4, kLanesM = 4, kLanesN = 8;      // 2 x 4 warps; a warp's lanes 4 x 8
-constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;                // warp tile: 64 x 64
-constexpr int kTM = kWM / kLanesM, kTN = kWN / kLanesN;                // thread tile: 16 x 8
-constexpr int kQM = kTM / 4, kQN = kTN / 4;                            // 4 x 4 quarters per thread
-constexpr int kThreads = kWarpsM * kWarpsN * 32;
+constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
+constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
+constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
 constexpr int kPad = 4;
 constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
-static_assert(kLanesM * kLanesN == 32, "a warp's 32 lanes tile its warp tile");
-// The 64-bit-index instantiations, used only for offsets past 2^31, need more
-// registers for addresses: they keep one fragment buffer rather than spill.
-template <typename Index>
-constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
 
-}  // namespace warptile
+}  // namespace bigtile
 
 // ---- kernel ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
@@ -277,97 +266,55 @@ struct TwoStageTiles {
     }
 };
 
-/* The main loop of this rung and rung 11, with its shared memory double-buffered
- * (rung 9's TwoStageTiles: tile t + 1 is fetched into one stage while the math
- * runs on the other; one barrier per tile) and its fragments in one or two
- * register buffers:
- *   - one: each k-step loads its fragments, then does its FMAs. The wait for
- *     shared memory is hidden only by the SM's other blocks.
- *   - two: the fragments of step p + 1 are loaded into one buffer while the
- *     FMAs of step p use the other. At a tile's last step the next stage is
- *     landed and published (the barrier) and its first fragments loaded
- *     before the last FMAs, so no step waits for shared memory, even with one
- *     block per SM. The barrier still comes after this thread's last read of
- *     the stage the next fetch overwrites: one barrier covers both hazards.
- * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
- * `stage`; multiply(buf) adds the outer product of buffer buf into the
- * accumulators. */
-template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
-__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
-                                                 Multiply &&multiply) {
-    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
-    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
-    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
-    const Index steps = (k + BK - 1) / BK;
-    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
-    tiles.fetch(0, 0);
-    tiles.land(0);
-    __syncthreads();
-    if constexpr (kTwo) load_fragments(0, 0, 0);
-    for (Index t = 0; t < steps; ++t) {
-        const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
-#pragma unroll
-        for (int p = 0; p < BK; ++p) {
-            if constexpr (!kTwo) {
-                load_fragments(stage, p, 0);
-            } else if (p + 1 < BK) {
-                load_fragments(stage, p + 1, (p + 1) % 2);
-            } else if (t + 1 < steps) {
-                tiles.land(stage ^ 1);
-                __syncthreads();
-                load_fragments(stage ^ 1, 0, 0);
-            }
-            multiply(p % FRAGMENT_BUFFERS);
-        }
-        if constexpr (!kTwo) {
-            if (t + 1 < steps) tiles.land(stage ^ 1);
-            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
-        }
-    }
-}
-
-namespace warptile {
+namespace bigtile {
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) warptile_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads, 1) bigtile_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
     auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
     auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int warp_row = (warp / kWarpsN) * kWM, warp_col = (warp % kWarpsN) * kWN;
-    // This thread's rows: frag_row + qm * kWM / kQM + {0..3} for each quarter qm; columns likewise.
-    const int frag_row = warp_row + (lane / kLanesN) * 4, frag_col = warp_col + (lane % kLanesN) * 4;
+    const int tid = threadIdx.x;
+    const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-    // Rung 9's stages: fetch() starts the next tiles' journey, land() completes it.
+    // Rung 11's stages: fetch() starts the next tiles' journey, land() completes it.
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
                                                                                          row0, col0, tid};
 
     float acc[kTM][kTN] = {};
-    float reg_m[kFragmentBuffers<Index>][kTM], reg_n[kFragmentBuffers<Index>][kTN];
-    pipelined_k_loop<kBK, kFragmentBuffers<Index>>(
-        tiles, k,
-        [&](int stage, int p, int buf) {
+    float reg_m[kTM], reg_n[kTN];
+    const Index steps = ceil_div(k, kBK);
+    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
+        tiles.fetch(0, 0);
+        tiles.land(0);
+        __syncthreads();
+    }
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);  // in flight during this tile's math
 #pragma unroll
-            for (int q = 0; q < kQM; ++q) load4(&As[stage][p][frag_row + q * (kWM / kQM)], &reg_m[buf][4 * q]);
+        for (int p = 0; p < kBK; ++p) {
 #pragma unroll
-            for (int q = 0; q < kQN; ++q) load4(&Bs[stage][p][frag_col + q * (kWN / kQN)], &reg_n[buf][4 * q]);
-        },
-        [&](int buf) {
+            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[4 * q]);
+#pragma unroll
+            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[4 * q]);
 #pragma unroll
             for (int i = 0; i < kTM; ++i)
 #pragma unroll
-                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[buf][i] * reg_n[buf][j];
-        });
+                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
+        }
+        if (t + 1 < steps) tiles.land(stage ^ 1);  // registers stored, this thread's copies waited for
+        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+    }
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + frag_row + (i / 4) * (kWM / kQM) + i % 4;
+        const Index row = row0 + (i / 4) * (kBM / kQuartersM) + frag_row + i % 4;
         if (row >= m) continue;
 #pragma unroll
-        for (int q = 0; q < kQN; ++q) store_d4(g, row, col0 + frag_col + q * (kWN / kQN), &acc[i][4 * q], vec_out);
+        for (int q = 0; q < kQuartersN; ++q)
+            store_d4(g, row, col0 + q * (kBN / kQuartersN) + frag_col, &acc[i][4 * q], vec_out);
     }
 }
 
@@ -378,17 +325,17 @@ inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = vec ? warptile_sgemm_kernel<I, kA, kB, true> : warptile_sgemm_kernel<I, kA, kB, false>;
+        auto kernel = vec ? bigtile_sgemm_kernel<I, kA, kB, true> : bigtile_sgemm_kernel<I, kA, kB, false>;
         launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
     });
 }
 
-}  // namespace warptile
+}  // namespace bigtile
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch(g, stream);
+extern "C" cudaError_t fsg_bigtile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::bigtile::launch(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_11_WARPTILE */
+#endif /* FASTSGEMM_LADDER_12_BIGTILE */
