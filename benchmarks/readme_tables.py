@@ -10,6 +10,7 @@ hold them, and each must be in one at least:
   errors by input class, from benchmarks/results/numerics-h100.json;
 - the batched products against torch.matmul, from benchmarks/results/batched-h100.json (benchmarks/batched.py);
 - how much each rung's file differs from the one before, from the rung files themselves (kernels/ladder/);
+- the SIMT rungs on the H200, each against the rung before it, from benchmarks/results/ladder-h200.json;
 - fastsgemm.torch.Linear against torch.nn.Linear, from benchmarks/results/torch-layer-h100.json
   (benchmarks/torch_layer.py).
 
@@ -70,6 +71,10 @@ def evidence_cells(path=RESULTS.parent / "evidence-h100.json"):
         if name not in values:
             continue
         before = evidence.against(name)
+        # A rung added after the committed run has no counters: read against the nearest earlier rung that has them.
+        ladder = [k.name for k in fastsgemm.kernels() if k.rung is not None and k.device == "cuda"]
+        while before is not None and before not in values and ladder.index(before) > 0:
+            before = ladder[ladder.index(before) - 1]
         after = compact(evidence.value_of(ev["counter"], values[name]))
         was = compact(evidence.value_of(ev["counter"], values[before])) if before in values else None
         cells[name] = (ev["what"], f"{was} (`{before}`) -> {after}" if was else after)
@@ -291,6 +296,41 @@ def torch_table(path=RESULTS.parent / "torch-layer-h100.json"):
     return "\n".join(lines)
 
 
+def simt_table(path=RESULTS.parent / "ladder-h200.json", shapes=((4096, 4096, 4096), (8192, 8192, 8192))):
+    """The SIMT lessons (every rung before the first tensor-core one) on the H200, each against the rung before it:
+    TFLOP/s and the ratio to cuBLAS FP32 timed in the same run, from the committed sweep and the runs merged into
+    it (meta["merged_rows"])."""
+    if not path.exists():
+        return "(no committed H200 ladder data yet)"
+    data = json.loads(path.read_text())
+    kernels = [k for k in fastsgemm.kernels() if k.rung is not None and k.device == "cuda"]
+    first_tc = next(i for i, k in enumerate(kernels) if "HMMA" in k.sass or "HGMMA" in k.sass)
+    simt = [k.name for k in kernels[:first_tc]]
+    rows = {(r["kernel"], r["M"], r["N"], r["K"]): r for r in data["rows"] if "skipped" not in r}
+    head = " | ".join(f"{m}x{n}x{k} TFLOP/s | x cuBLAS | x the rung before" for m, n, k in shapes)
+    lines = [f"{data['meta']['device']['name']}, median of CUDA-event timings, random inputs "
+             f"(`benchmarks/results/{path.name}` and the runs its metadata merges in):", "",
+             f"| rung | kernel | {head} |", "|---:|---|" + "---:|---:|---:|" * len(shapes)]
+    number = {k.name: k.rung for k in kernels}
+    for i, name in enumerate(simt):
+        cells = []
+        for m, n, k in shapes:
+            r = rows.get((name, m, n, k))
+            before = rows.get((simt[i - 1], m, n, k)) if i else None
+            if r is None:
+                cells += ["-", "-", "-"]
+                continue
+            step = f"{r['gflops'] / before['gflops']:.3f}" if before else "-"
+            cells += [f"{r['gflops'] / 1000:.1f}", f"{r['ratio_to_cublas']:.3f}", step]
+        lines.append(f"| {number[name]} | `{name}` | " + " | ".join(cells) + " |")
+    merged = [f"{', '.join(f'`{k}`' for k in m['kernels'] if k in simt)} (`{m['source']}`)"
+              for m in data["meta"].get("merged_rows", []) if any(k in simt for k in m["kernels"])]
+    if merged:
+        lines += ["", "Rows from runs of their own on the same GPU kind, each one's x cuBLAS against cuBLAS timed in "
+                      "that run: " + "; ".join(merged) + "."]
+    return "\n".join(lines)
+
+
 def diff_lines(old, new):
     """The lines `diff old new` marks (< or >): `diff a b | grep -c '^[<>]'`."""
     import subprocess
@@ -328,7 +368,7 @@ def replace_block(text, name, body):
 
 BLOCKS = {"kernels": kernel_table, "ladder": ladder_table, "auto": auto_table, "per-call": per_call_table,
           "batched": batched_table, "numerics-classes": numerics_classes_table, "numerics": numerics_table,
-          "diffs": diffs_table, "torch": torch_table}
+          "diffs": diffs_table, "torch": torch_table, "simt": simt_table}
 
 
 def render(text):

@@ -2,14 +2,14 @@
  * Rung 14, reuse: rung 13's kernel with its FFMAs written in the order that
  * lets their operands come from the register reuse cache.
  *
- * Back on the FMA pipe after the tensor-core rungs, with one question: why
- * does cuBLAS FP32 run 8% faster than rung 13 on the same work? Measured on
- * the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on the FMA pipe?"):
- * both issue 2.4 G instructions, 88-89% of them FFMA, but cuBLAS issues one in
- * 88% of the scheduler's cycles and rung 13 one in 80%. The difference is
- * stalls, and the largest is "dispatch": a warp whose next FFMA is ready but
- * cannot be sent to the pipe this cycle, 10% of rung 13's stall samples
- * against 5% of cuBLAS's.
+ * One question about the FMA pipe before leaving it for warp tiles and the
+ * tensor cores: why does cuBLAS FP32 run 8% faster than rung 13 on the same
+ * work? Measured on the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on
+ * the FMA pipe?"): both issue 2.4 G instructions, 88-89% of them FFMA, but
+ * cuBLAS issues one in 88% of the scheduler's cycles and rung 13 one in 80%.
+ * The difference is stalls, and the largest is "dispatch": a warp whose next
+ * FFMA is ready but cannot be sent to the pipe this cycle, 10% of rung 13's
+ * stall samples against 5% of cuBLAS's.
  *
  * An FFMA reads three registers (a, b and the accumulator). The register file
  * is banked, and reads that collide in a bank cost the dispatcher a cycle;

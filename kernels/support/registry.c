@@ -244,7 +244,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 14,
         .name = "reuse",
-        .idea = "back to the FMA pipe: rung 13 with its FFMAs written in 2 x 2 blocks walked in a snake, so that "
+        .idea = "rung 13 with its FFMAs written in 2 x 2 blocks walked in a snake, so that "
                 "their operands come from the register reuse cache and fewer wait on the register banks",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/ladder/14_reuse.cu",
