@@ -42,6 +42,8 @@ EVIDENCE = {
                "falls: 16 fragment loads serve 64 FMAs"),
     "transposed": ("smsp__inst_executed_op_shared_ld.sum", "shared-memory load instructions",
                    "falls: a fragment of four floats comes in one LDS.128, A's as B's"),
+    "widestore": ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "global store requests",
+                  "falls: one 128-bit store writes four results"),
     "vectorized": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "global load requests",
                    "falls: one 128-bit load brings four floats"),
     "bankfree": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum+"
@@ -84,7 +86,7 @@ EVIDENCE = {
 }
 # The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
 # which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma), and
-# reuse, rung 13's kernel with its FFMAs reordered, which is read against it, and tf32x3_inplace, read against
+# reuse, rung 14's kernel with its FFMAs reordered, which is read against it, and tf32x3_inplace, read against
 # tf32x3_regs, whose split in registers it keeps for one operand (the rung before it is ozaki, other math).
 AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer", "tf32x3_inplace": "tf32x3_regs"}
 # Rungs with no counter, and why (the README's ladder table says so under the table).

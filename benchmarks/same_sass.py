@@ -1,14 +1,14 @@
 """Whether two trees compile a kernel file to the same machine code: the check that a move between the ladder and
 the engine (issue 46) changed where code lives and not what the GPU runs.
 
-    python benchmarks/same_sass.py OLD_TREE NEW_TREE kernels/ladder/19_tf32x3.cu [more files] [--arch 90a]
+    python benchmarks/same_sass.py OLD_TREE NEW_TREE kernels/ladder/20_tf32x3.cu [more files] [--arch 90a]
 
 Each file is compiled in each tree with setup.py's nvcc flags for one architecture (by default the file's own
 target in setup.py's FILE_ARCHS, else sm_90), and `cuobjdump -sass` lists every kernel's instructions. Kernels are
 matched by their instructions, not their names (a move may rename a namespace): the answer is the kernels whose
 code appears in one tree and not the other. A file may be named by its path in either tree (a file that moved:
 OLD_PATH=NEW_PATH), and either side may be several files whose kernels are taken together (code that moved out
-of a rung into the engine: kernels/ladder/15_warptile.cu=kernels/ladder/15_warptile.cu+kernels/engine/warptile.cu;
+of a rung into the engine: kernels/ladder/16_warptile.cu=kernels/ladder/16_warptile.cu+kernels/engine/warptile.cu;
 a kernel both files instantiate counts once). Exit status 0 when every file's kernels are the same, 1 otherwise. Needs nvcc and cuobjdump,
 no GPU.
 """

@@ -80,7 +80,7 @@ enum { kFsgMaxBatch = 65535 };
  * (CUDA rungs) or runs it before returning (the cpu rung, which ignores the
  * stream), checks its launch, and returns the first error it met. It never
  * prints, never exits, and keeps no global state beyond per-thread handles
- * (and the wgmma rungs 18 and 19: one memory pool per device for their
+ * (and the wgmma rungs 19 and 20: one memory pool per device for their
  * workspaces, kernels/support/workspace_pool.c). */
 typedef cudaError_t (*fsg_launcher)(const fsg_gemm *g, cudaStream_t stream);
 
@@ -169,6 +169,7 @@ cudaError_t fsg_grouped_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tile1d_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tile2d_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_transposed_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_widestore_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_twostage_sgemm(const fsg_gemm *g, cudaStream_t stream);
@@ -200,7 +201,7 @@ cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream); /* rung 21's own */
+cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream); /* rung 22's own */
 
 /* The launchers that run a batch in one launch (registry.c names each beside its rung). */
 cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);

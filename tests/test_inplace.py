@@ -1,9 +1,9 @@
 """Rung 22, tf32x3_inplace: no pack pass, the k-contiguous operand split in place in shared memory.
 
-Its promise (kernels/ladder/22_tf32x3_inplace.cu): the split, the products and the order of the sums are rung
+Its promise (kernels/ladder/23_tf32x3_inplace.cu): the split, the products and the order of the sums are rung
 15's, so with alpha 1 and beta 0 its result is tf32x3's, bit for bit, in every orientation: B column-major (B^T in
 shared memory), and both row-major (the product run as B^T A^T, written back transposed). Where it declines (no
-k-contiguous operand, a matrix the copy engine cannot read) rung 20's direct path runs, whose numbers are the same.
+k-contiguous operand, a matrix the copy engine cannot read) rung 21's direct path runs, whose numbers are the same.
 The registry-driven suites (correctness over every layout, split-K, batches, determinism) take the rung as well.
 """
 import numpy as np
@@ -85,7 +85,7 @@ def test_the_path_that_runs(case):
 
 
 def test_stacks_equal_the_packed_path_bit_for_bit():
-    """Stacks (conftest's copy_engine_stacks; rung 20's direct path runs the odd step): each is tf32x3's
+    """Stacks (conftest's copy_engine_stacks; rung 21's direct path runs the odd step): each is tf32x3's
     result, bit for bit."""
     torch = pytest.importorskip("torch")
     needs_hopper()
@@ -180,7 +180,7 @@ def test_a_captured_chain_replays_in_order():
 @pytest.mark.parametrize("kernel,same_as", [("tf32x3_inplace", "tf32x3"), ("tf32_tma", "tf32")])
 def test_the_untransposed_epilogue_where_pairs_do_not_align(kernel, same_as, where):
     """Untransposed (B column-major), the epilogue stores a thread's two adjacent results as one 8-byte store where
-    the result's rows allow (rung 22's store_output, which rung 23 shares). Into an out 4 bytes past 8-byte
+    the result's rows allow (rung 23's store_output, which rung 24 shares). Into an out 4 bytes past 8-byte
     alignment, or one with an odd leading dimension, it stores them one at a time: the result is the same, bit for
     bit, and nothing outside out is written. Whole tiles, so that the fast epilogue is the one that runs."""
     torch = pytest.importorskip("torch")

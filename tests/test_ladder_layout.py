@@ -8,9 +8,9 @@ import pytest
 
 LADDER = Path(__file__).resolve().parent.parent / "kernels" / "ladder"
 FILES = sorted(LADDER.glob("[0-9][0-9]_*.cu"))
-LAST_SIMT_RUNG = 15  # rungs 1-15 run on the CUDA cores; 16 on is the tensor cores
+LAST_SIMT_RUNG = 16  # rungs 1-16 run on the CUDA cores; 17 on is the tensor cores
 SIMT = [f for f in FILES if int(f.name[:2]) <= LAST_SIMT_RUNG]
-WHOLE = [f for f in FILES if int(f.name[:2]) <= 17]  # whole so far: 1-17 (the SIMT rungs and the mma.sync ones)
+WHOLE = [f for f in FILES if int(f.name[:2]) <= 18]  # whole so far: 1-18 (the SIMT rungs and the mma.sync ones)
 
 
 def diff_lines(old, new):
@@ -29,7 +29,6 @@ def test_a_whole_lesson_includes_no_other_rung_and_no_engine_file(path):
     assert includes == ["common.cuh"], includes
 
 
-@pytest.mark.xfail(strict=True, reason="issue 46: rungs 7-8 (transposed to vectorized) still differ by 226 lines")
 def test_neighbouring_simt_rungs_differ_by_at_most_150_lines():
     too_far = {f"{a.name} -> {b.name}": n for a, b in zip(SIMT, SIMT[1:]) if (n := diff_lines(a, b)) > 150}
     assert not too_far, too_far

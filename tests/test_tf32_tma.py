@@ -1,11 +1,11 @@
 """Rung 23, tf32_tma: no pack pass; tensor maps of type TF32, so the copy engine rounds the operands.
 
-Its promises (kernels/ladder/23_tf32_tma.cu):
-- the copy engine rounds each operand to TF32 to nearest, ties to even, as rung 18's pack pass does;
-- the products and the order of the sums are rung 18's, so its result is tf32's, bit for bit, in every
+Its promises (kernels/ladder/24_tf32_tma.cu):
+- the copy engine rounds each operand to TF32 to nearest, ties to even, as rung 19's pack pass does;
+- the products and the order of the sums are rung 19's, so its result is tf32's, bit for bit, in every
   orientation: B column-major (B^T read by wgmma from shared memory), both row-major (the product run as
   B^T A^T, written back transposed), A column-major (A's fragments read across its rows);
-- where it declines (no k-contiguous operand, a matrix the copy engine cannot read) rung 18 runs.
+- where it declines (no k-contiguous operand, a matrix the copy engine cannot read) rung 19 runs.
 The registry-driven suites (correctness over every layout, split-K, batches, determinism) take the rung as well.
 """
 import numpy as np
@@ -25,7 +25,7 @@ TF32_BOUND = fastsgemm.testing.ERROR_BOUND["tf32"]
 # Whole tiles (128 x 256, either way round); partial tiles on every edge; K not a multiple of the 32-deep k-tile
 # or of 4; one row or one column; a long K that the planner cuts into slices (each slice read from the middle of
 # the operands); K of 1 to 3, less than one 16-byte line of a k-contiguous row (the copy engine's zeros fill the
-# rest of the k-tile, with lines padded to 4 floats; K = 1 runs rung 18: test_padded_lines_take_the_copy_engine);
+# rest of the k-tile, with lines padded to 4 floats; K = 1 runs rung 19: test_padded_lines_take_the_copy_engine);
 # more output tiles than SMs, so that blocks take several (the persistent grid).
 SHAPES = [(256, 512, 256), (130, 300, 100), (67, 45, 5001), (300, 200, 9000), (1, 300, 4), (300, 1, 36),
           (129, 257, 33), (70, 90, 1), (260, 33, 2), (129, 64, 3), (2100, 1900, 64)]
@@ -46,7 +46,7 @@ def test_equals_the_packed_path_bit_for_bit(m, n, k, trans_a, trans_b, pad, rng)
     zeros, or a transposed store that misses: each would show as differing bits. The comparison cannot pass by
     accident: tf32 and tf32_mma differ in their bits (tests/test_tensorcore.py). With lines padded to 4 floats
     the copy engine runs every orientation but column-major A with row-major B (test_padded_lines_take_the_copy_
-    engine); stored tight, a line of 1, 2, 3, 5001 ... floats is one it cannot take, and rung 18 runs."""
+    engine); stored tight, a line of 1, 2, 3, 5001 ... floats is one it cannot take, and rung 19 runs."""
     needs_hopper()
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
     mine = run_raw(KERNEL, A, B, trans_a, trans_b, pad=pad)
@@ -66,7 +66,7 @@ def test_the_copy_engine_rounds_to_nearest_even(trans_a, trans_b, rng):
     trunc(a) trunc(b), what the tensor cores make of an unrounded operand. A quarter of the operands lie exactly
     halfway between two TF32 values, about half of those with an odd last kept bit: the ties' rule shows there.
     (K = 32 and lines padded to 4 floats: the copy engine's path in three orientations; column-major A with
-    row-major B runs rung 18, whose pack pass rounds the same way.)"""
+    row-major B runs rung 19, whose pack pass rounds the same way.)"""
     needs_hopper()
     m, n, k = 200, 300, 32
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)
@@ -110,7 +110,7 @@ def test_split_k_with_c_in_every_orientation(trans_a, trans_b, rng):
 def test_the_path_that_runs(case):
     """The bit-for-bit test cannot tell this rung from its fallback (they give the same numbers): the profiler
     can. The copy engine takes 16-byte aligned matrices with a k-contiguous operand and then nothing is packed;
-    anything else goes to rung 18, which packs."""
+    anything else goes to rung 19, which packs."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     a, b = copy_engine_case(torch, case)
@@ -128,10 +128,10 @@ def test_the_path_that_runs(case):
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES[:2] + TRANSPOSES[3:], ids=TRANSPOSE_IDS[:2] + TRANSPOSE_IDS[3:])
 def test_padded_lines_take_the_copy_engine(trans_a, trans_b, rng):
     """The bit-for-bit test's padded shapes (edges, K of 2 and 3, a long K in slices) run this rung's kernel, not
-    rung 18's, wherever an operand is k-contiguous: the profiler says which kernels ran. Not the shapes with a
+    rung 19's, wherever an operand is k-contiguous: the profiler says which kernels ran. Not the shapes with a
     dimension of 1: a matrix of one row or one column is read as a vector whose leading dimension is its length
     (csrc/operands.c, fsg_classify), which the copy engine takes only where that is a multiple of 4 floats, so
-    some of them run rung 18 (seen on the H200: 70x90x1 with both operands row-major, 300x1x36 with B
+    some of them run rung 19 (seen on the H200: 70x90x1 with both operands row-major, 300x1x36 with B
     column-major)."""
     pytest.importorskip("torch")
     needs_hopper()
@@ -145,7 +145,7 @@ def test_padded_lines_take_the_copy_engine(trans_a, trans_b, rng):
 
 
 def test_stacks_equal_the_packed_path_bit_for_bit():
-    """Stacks (conftest's copy_engine_stacks; rung 18 runs the odd step): each is tf32's result, bit for bit."""
+    """Stacks (conftest's copy_engine_stacks; rung 19 runs the odd step): each is tf32's result, bit for bit."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     cases = copy_engine_stacks(torch, seed=20)

@@ -1,21 +1,21 @@
 // benchmarks/harness/simt_variants: the SIMT variants measured for issue 21's third item (a SIMT rung past
 // cuBLAS FP32; benchmarks/NOTES.md, "Past cuBLAS on the FMA pipe?"), timed against cuBLAS FP32 (pedantic math)
-// and rung 13 in the same run, in interleaved rounds so that clock drift touches all alike.
+// and rung 14 in the same run, in interleaved rounds so that clock drift touches all alike.
 //     benchmarks/harness/build_simt.sh && benchmarks/harness/simt_variants ['word|word' in the names] [repeats] [size]
 // An experiment, not a rung: row-major A (m x k), B (k x n) and D, every size a multiple of every tile, no C.
 // Each variant's output is compared with cuBLAS's (every 7th element, relative to |ref| + 1) after a NaN poison.
 //
 // The kernel (exp_kernel) is a template over the block tile (BM x BN x BK), a ring of STAGES shared-memory
-// stages, the warp grid and lane grid (thread tiles of 4 x 4 quarters, as rung 15), fragments double-buffered
-// in registers (rung 13), one barrier per k-tile, and:
+// stages, the warp grid and lane grid (thread tiles of 4 x 4 quarters, as rung 16), fragments double-buffered
+// in registers (rung 14), one barrier per k-tile, and:
 //   - how A reaches shared memory, transposed: by 4-byte cp.async copies (one element each, so the copy engine
 //     transposes), or through registers (A_THROUGH_REGISTERS: LDG.128 two tiles ahead, four STS.32 at the end
 //     of the tile before); B always by 16-byte cp.async;
 //   - ORDER, the order of the outer product's FFMAs in the source: 0 rows outer, 1 columns outer, 2 two-by-two
 //     blocks in a snake, 3 column pairs outer with rows in a snake, 4 row pairs outer with columns in a snake,
 //     5 row quads outer, column pairs inner, rows two FFMAs at a time, every other pair from the quad's middle.
-// The "rung10 oN" variants are rung 13's own kernel (its loader, bounds and all) given ORDER 0 (its own,
-// RowByRow), 2 (rung 14's snake of blocks) or 5 as its OuterProduct (a copy of rung 13's kernel with that
+// The "rung10 oN" variants are rung 14's own kernel (its loader, bounds and all) given ORDER 0 (its own,
+// RowByRow), 2 (rung 15's snake of blocks) or 5 as its OuterProduct (a copy of rung 14's kernel with that
 // parameter: the lesson itself has one order).
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +27,7 @@
 #include <string>
 #include <cublas_v2.h>
 #include "ladder.h"
-#include "ladder/14_reuse.cu"  // rung 13's tile, loads and pipeline (rung 14 keeps them whole), and rung 14's order
+#include "ladder/15_reuse.cu"  // rung 14's tile, loads and pipeline (rung 15 keeps them whole), and rung 15's order
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); exit(1);} } while (0)
 
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) exp_kernel(int m, int n, int k,
     }
 }
 
-// Order 5 as an OuterProduct for rung 13's kernel (kernels/ladder/13_regbuffer.cu).
+// Order 5 as an OuterProduct for rung 14's kernel (kernels/ladder/14_regbuffer.cu).
 struct QuadsThenPairs {
     template <int TM, int TN>
     static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
@@ -308,7 +308,7 @@ static void run_rung10(int m, int n, int k, const float *a, const float *b, floa
     CK(fsg_regbuffer_sgemm(&g, st));
 }
 
-// Rung 13's kernel as kernels/ladder/13_regbuffer.cu has it (rung 14's file holds the same tile, loads and
+// Rung 14's kernel as kernels/ladder/14_regbuffer.cu has it (rung 15's file holds the same tile, loads and
 // pipeline), with its FFMAs in the order OuterProduct writes them: the lesson has one order, this copy any.
 namespace r10 {
 using namespace fsg;
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1) r10_kernel(fsg_gemm problem) {
     const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-    // Rung 11's stages: fetch() starts the next tiles' journey, land() completes it.
+    // Rung 12's stages: fetch() starts the next tiles' journey, land() completes it.
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
                                                                                          row0, col0, tid};
 
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1) r10_kernel(fsg_gemm problem) {
 }
 }  // namespace r10
 
-struct RowByRow {  // rung 13's order
+struct RowByRow {  // rung 14's order
     template <int TM, int TN>
     static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
 #pragma unroll
@@ -359,7 +359,7 @@ struct RowByRow {  // rung 13's order
             for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
     }
 };
-struct SnakeOfBlocks {  // rung 14's order
+struct SnakeOfBlocks {  // rung 15's order
     template <int TM, int TN>
     static __device__ __forceinline__ void add(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
         fsg::reuse::outer_product(acc, a, b);
@@ -378,8 +378,8 @@ static void run_r10_order(int m, int n, int k, const float *a, const float *b, f
     CK(cudaGetLastError());
 }
 
-// A variant runs when `only` is null or empty or one of its '|'-separated words is in its name; cuBLAS and rung 13,
-// the first two, run always (every ratio is to cuBLAS in the same run, rung 13 is the baseline).
+// A variant runs when `only` is null or empty or one of its '|'-separated words is in its name; cuBLAS and rung 14,
+// the first two, run always (every ratio is to cuBLAS in the same run, rung 14 is the baseline).
 static bool selected(const char *name, const char *only) {
     if (!only || !*only) return true;
     std::string words(only);
@@ -405,8 +405,8 @@ int main(int argc, char **argv) {
     std::vector<Variant> vs = {
         {"cublas", run_cublas},
         {"rung10", run_rung10},
-        {"rung10 o0", run_r10_order<RowByRow>},       // rung 13 itself, instantiated here
-        {"rung10 o2", run_r10_order<SnakeOfBlocks>},  // rung 14
+        {"rung10 o0", run_r10_order<RowByRow>},       // rung 14 itself, instantiated here
+        {"rung10 o2", run_r10_order<SnakeOfBlocks>},  // rung 15
         {"rung10 o5", run_r10_order<QuadsThenPairs>},
         // BM, BN, BK, STAGES, WARPS_M, WARPS_N, LANES_M, ORDER
         V("regA 128x256x16 s2 16x8 o2", 128, 256, 16, 2, 2, 4, 4, 2, true),

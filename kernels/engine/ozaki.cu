@@ -1,9 +1,9 @@
 /*
  * engine/ozaki.cu: the production ozaki (kernel="ozaki", and "ozaki:7" with
- * seven moduli): rung 21's integer scheme with a scaling and a range check
+ * seven moduli): rung 22's integer scheme with a scaling and a range check
  * whose cost does not depend on the data.
  *
- * Rung 21 scales each row of A (column of B) by its largest element and sends
+ * Rung 22 scales each row of A (column of B) by its largest element and sends
  * a whole row to dot products in double when its rounding weighs too much
  * against the row's own mass. Two things go wrong with that (issue 47,
  * benchmarks/NOTES.md "Ozaki's range check, modelled on the CPU"):
@@ -59,7 +59,7 @@
  * cannot be had), K in panels of at most 16384, split-K's slices and stacks
  * one product at a time.
  */
-#include "ladder/21_ozaki.cu"  // the moduli, the residues, the INT8 pipeline, the fallback's launcher
+#include "ladder/22_ozaki.cu"  // the moduli, the residues, the INT8 pipeline, the fallback's launcher
 
 namespace fsg {
 namespace engine {

@@ -13,8 +13,8 @@
 namespace fsg {
 namespace hopper {
 
-/* The tensor cores must see operands rounded to TF32 (rung 18) or split into
- * TF32 hi and lo parts (rung 19), K-major. Doing that inside the GEMM costs
+/* The tensor cores must see operands rounded to TF32 (rung 19) or split into
+ * TF32 hi and lo parts (rung 20), K-major. Doing that inside the GEMM costs
  * the producer threads a pass over shared memory, or a proxy fence per
  * thread per tile (benchmarks/NOTES.md). Instead one small kernel (both
  * operands, one launch) reads each once, in whatever layout it has, and
@@ -29,7 +29,7 @@ constexpr int kTileFloats = kPackRows * kBK;  // one part of one packed tile: 16
 constexpr uint32_t kTileBytes = kTileFloats * sizeof(float);
 constexpr int kPackThreads = 256;
 
-/* x = hi + lo, both TF32, with round_tf32 (nearest even; rung 17's mma.sync
+/* x = hi + lo, both TF32, with round_tf32 (nearest even; rung 18's mma.sync
  * path rounds ties away). Only ties round differently, and the split is as
  * exact either way. */
 __device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {

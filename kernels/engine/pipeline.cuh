@@ -46,7 +46,7 @@ __device__ __forceinline__ void for_each_accumulator(int64_t row0, int64_t col0,
     for (int i = 0; i < N / 2; ++i) visit(i, first_row + 8 * ((i % 4) / 2), first_col + 8 * (i / 4) + i % 2);
 }
 /* for_each_accumulator's position of accumulator 0 (the others lie at fixed offsets from it). Not used by
- * for_each_accumulator itself: written that way, nvcc allocated rung 20's direct kernel's registers otherwise. */
+ * for_each_accumulator itself: written that way, nvcc allocated rung 21's direct kernel's registers otherwise. */
 struct Position {
     int64_t row, col;
 };
@@ -99,7 +99,7 @@ __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &
 }
 
 /* A persistent grid (one block per SM, each taking items gridDim.x apart) numbers its work items product by
- * product (or split-K slice by slice: grid z's meaning; rung 21: modulus by modulus), each product's output
+ * product (or split-K slice by slice: grid z's meaning; rung 22: modulus by modulus), each product's output
  * tiles in start_block's order. */
 struct WorkItem {
     int64_t z;

@@ -1,16 +1,16 @@
 /*
  * engine/simt.cuh: the engine's FP32 SIMT machinery, for its warp-tiled
  * configurations (engine/warptile.cu). The lessons teach these pieces one rung
- * at a time and keep their own copies (rungs 7-15); this copy is the engine's
+ * at a time and keep their own copies (rungs 7-16); this copy is the engine's
  * to change for speed, in its own namespace (fsg::engine), so that no
  * definition here can be taken for a lesson's.
- *   - 128-bit loads and stores where a matrix allows them (rung 8);
+ *   - 128-bit loads and stores where a matrix allows them (rungs 8 and 9);
  *   - tiles copied into shared memory four floats at a time, transposed for A,
- *     padded rows (rungs 7 to 9);
+ *     padded rows (rungs 7 to 10);
  *   - two shared-memory stages filled by cp.async where layouts agree, by a
- *     register prefetch otherwise (rungs 10 and 11);
+ *     register prefetch otherwise (rungs 11 and 12);
  *   - the k-loop with double-buffered fragments and one barrier a k-step
- *     (rung 13).
+ *     (rung 14).
  */
 #ifndef FASTSGEMM_ENGINE_SIMT
 #define FASTSGEMM_ENGINE_SIMT
@@ -240,8 +240,8 @@ struct TwoStageTiles {
     }
 };
 
-/* The main loop of this rung and rung 15, with its shared memory double-buffered
- * (rung 11's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+/* The main loop of this rung and rung 16, with its shared memory double-buffered
+ * (rung 12's TwoStageTiles: tile t + 1 is fetched into one stage while the math
  * runs on the other; one barrier per tile) and its fragments in one or two
  * register buffers:
  *   - one: each k-step loads its fragments, then does its FMAs. The wait for

@@ -1,6 +1,6 @@
 /*
- * engine/tf32x3_128x64.cu: configuration "128x64" of rung 19
- * (kernel="tf32x3:128x64"): rung 19's kernel with 128 x 64 block tiles.
+ * engine/tf32x3_128x64.cu: configuration "128x64" of rung 20
+ * (kernel="tf32x3:128x64"): rung 20's kernel with 128 x 64 block tiles.
  *
  * Near 1024^3 the lesson's 128 x 128 tiles make 64 blocks for the H100's 132
  * SMs, one block per SM: half the GPU idles. Halving the block's columns
@@ -11,9 +11,9 @@
  * tiles (benchmarks/NOTES.md).
  *
  * Stacks as the lesson's: every product packed in one pass, the product on grid
- * z; rung 17 (tf32x3_mma) where this path declines, as in the lesson.
+ * z; rung 18 (tf32x3_mma) where this path declines, as in the lesson.
  */
-#include "ladder/19_tf32x3.cu"  // the kernel (its BN), launch_on_packed, the fallback's launcher
+#include "ladder/20_tf32x3.cu"  // the kernel (its BN), launch_on_packed, the fallback's launcher
 
 /* 128 x 64 block tiles: twice the blocks, for problems near 1024^3 whose
  * 128 x 128 tiles leave half the H100's SMs idle. */

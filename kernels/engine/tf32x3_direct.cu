@@ -1,6 +1,6 @@
 /*
- * engine/tf32x3_direct.cu: configuration "direct" of rung 19
- * (kernel="tf32x3:direct"): rung 19's consumers with no pack pass.
+ * engine/tf32x3_direct.cu: configuration "direct" of rung 20
+ * (kernel="tf32x3:direct"): rung 20's consumers with no pack pass.
  *
  * The pack pass moves (MK + KN) x 12 bytes through DRAM before the GEMM and
  * the GEMM reads 8 of them back. Where the result is small and K long
@@ -22,7 +22,7 @@
  *
  * The producers' instructions set the pace: two warps per SM sub-partition
  * cannot hide their latencies, so the kernel ran at about 45 TFLOP/s whatever
- * the shape, with a deeper raw ring changing nothing. Rung 11's copies work out
+ * the shape, with a deeper raw ring changing nothing. Rung 12's copies work out
  * and bounds-check every chunk's address on every tile (about 330 instructions
  * a tile for each producer thread); a tile wholly inside both matrices instead
  * takes one 16-byte copy per chunk from addresses start_item works out once
@@ -33,7 +33,7 @@
  * but the producer waited out a load's latency every tile and ran the whole
  * kernel at 31-33 TFLOP/s whatever the shape (benchmarks/NOTES.md). */
 
-#include "ladder/19_tf32x3.cu"  // the consumers (consume_stages), the block shape, rung 17's launcher
+#include "ladder/20_tf32x3.cu"  // the consumers (consume_stages), the block shape, rung 18's launcher
 #include "engine/direct.cuh"    // the producers' split
 
 namespace fsg {
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kDirectThreads, 1)
                     TileB::chunk(tid, i, r, c);
                     cp_async16(to_b(r, c), next.b_chunk[i] + b_k, 16);
                 }
-            } else {  // at an edge, or unaligned: rung 11's copies, which check every chunk and zero-fill
+            } else {  // at an edge, or unaligned: rung 12's copies, which check every chunk and zero-fill
                 constexpr int kP = kDirectProducers;
                 const int64_t m = problem.m, n = problem.n, k = next.k, row0 = next.row0, col0 = next.col0;
                 if (aligned16(next.a, lda))

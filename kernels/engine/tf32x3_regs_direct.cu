@@ -1,9 +1,9 @@
 /*
- * engine/tf32x3_regs_direct.cu: configuration "direct" of rung 20
- * (kernel="tf32x3_regs:direct"): no pack pass at all. Also what rung 22
+ * engine/tf32x3_regs_direct.cu: configuration "direct" of rung 21
+ * (kernel="tf32x3_regs:direct"): no pack pass at all. Also what rung 23
  * (tf32x3_inplace) runs where its tensor copies cannot read the operands.
  *
- * Rung 19's direct path (tf32x3:direct) skips the pack pass: its producer
+ * Rung 20's direct path (tf32x3:direct) skips the pack pass: its producer
  * warpgroups copy raw tiles of A and B into shared memory by cp.async and
  * split both into hi and lo there. Their instructions set its pace (62-70
  * TFLOP/s at any size; benchmarks/NOTES.md). With A split in the consumers'
@@ -17,11 +17,11 @@
  * the slot a producer refills at tile t held tile t - 4, whose stage it
  * already waited to be read (empty) before splitting tile t - 1; a_read
  * keeps the ring correct for any depths.
- * Persistent grid, copies and epilogue as rung 19's direct path
+ * Persistent grid, copies and epilogue as rung 20's direct path
  * (kernels/engine/tf32x3_direct.cu).
  */
 
-#include "ladder/20_tf32x3_regs.cu"  // the consumers' split of A in registers, the sums, the epilogue
+#include "ladder/21_tf32x3_regs.cu"  // the consumers' split of A in registers, the sums, the epilogue
 #include "engine/direct.cuh"         // the producers' split of B
 
 namespace fsg {
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kDirectThreads, 1)
                     TileB::chunk(tid, i, r, c);
                     cp_async16(to_b(r, c), next.b_chunk[i] + b_k, 16);
                 }
-            } else {  // at an edge, or unaligned: rung 11's copies, which check every chunk and zero-fill
+            } else {  // at an edge, or unaligned: rung 12's copies, which check every chunk and zero-fill
                 constexpr int kP = kDirectProducers;
                 const int64_t m = problem.m, n = problem.n, k = next.k, row0 = next.row0, col0 = next.col0;
                 if (aligned16(next.a, lda))

@@ -1,8 +1,8 @@
 /*
- * engine/warptile.cu: rung 15's kernel (warptile) as a template over its
+ * engine/warptile.cu: rung 16's kernel (warptile) as a template over its
  * shape (WarpTiling), in the engine's other shapes, and the choice between two
  * of them by how their tiles fall on the SMs. The lesson
- * (kernels/ladder/15_warptile.cu) teaches the warp tile with its one shape, in
+ * (kernels/ladder/16_warptile.cu) teaches the warp tile with its one shape, in
  * constants; this is its kernel with the shape a parameter, on the engine's
  * own copy of the SIMT machinery (engine/simt.cuh). These shapes are what the
  * tuning table behind kernel="auto" chooses among, run as
@@ -51,7 +51,7 @@ using kWide = WarpTiling<128, 256, 16, 2, 4, 4, 8, 1>;
 
 template <typename Cfg, typename Index>
 constexpr int kMinBlocksFor = sizeof(Index) == 4 ? Cfg::kMinBlocks : 1;  // 64-bit indices need more registers
-// Two fragment buffers (rung 13) where one block per SM must hide its own waits
+// Two fragment buffers (rung 14) where one block per SM must hide its own waits
 // and the registers allow it; shapes with several blocks per SM, whose other
 // blocks fill the gaps, keep one (a second gained nothing there and spilled).
 template <typename Cfg, typename Index>

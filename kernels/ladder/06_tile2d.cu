@@ -22,8 +22,8 @@
  * Limits: m <= 65535 * 128. Global loads are 32-bit; the fragment loads from
  * As[row][p] walk down a column of a row-major tile: scalar, strided.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 8 stores A transposed in shared memory and moves everything in
- * 128-bit pieces.
+ * Next: rung 7 stores A transposed in shared memory, so that fragments come in
+ * 128-bit loads.
  */
 #ifndef FASTSGEMM_LADDER_06_TILE2D
 #define FASTSGEMM_LADDER_06_TILE2D

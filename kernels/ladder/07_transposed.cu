@@ -17,7 +17,7 @@
  * Limits: m <= 65535 * 128. Global loads and the stores of D are still 32-bit;
  * the transposed stores into As collide in shared-memory banks.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 8 moves the global loads and stores in 128-bit pieces too.
+ * Next: rung 8 writes D in 128-bit stores.
  */
 #ifndef FASTSGEMM_LADDER_07_TRANSPOSED
 #define FASTSGEMM_LADDER_07_TRANSPOSED

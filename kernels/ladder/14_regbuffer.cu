@@ -1,41 +1,41 @@
 /*
- * Rung 12, bigtile: a 16 x 8 tile a thread, one block an SM, and k-steps
- * twice as deep.
+ * Rung 14, regbuffer: fragments double-buffered in registers, so that one
+ * block per SM hides its own waits.
  *
- * Rung 11's thread computes 8 x 8 results (64 of its 68 instructions a k-step
- * are FMAs) and two blocks share an SM. Here a thread holds 16 x 8 results
- * (128 accumulators, up to 255 registers), 128 of 134 instructions a k-step
- * are FMAs, and the block tile grows to 128 x 256, one block an SM. BK doubles
- * to 16: the FMA pipe was starved by the instructions around it, not by memory,
- * and a deeper k-step halves the fetches, barriers and loop trips per FMA.
- * On the H200 it is 7% faster than rung 11 at 4096^3 and 8192^3 (45.4 and
- * 45.8 TFLOP/s against 42.3 and 42.8; benchmarks/NOTES.md, "The SIMT ladder
- * split"), though with one block an SM nothing hides the wait for each
- * k-step's fragments. Rung 13 hides it.
+ * In rung 13 each k-step loaded its fragments from shared memory and then did
+ * its FMAs, and with one block an SM nothing hid that wait. Here the fragments
+ * of k-step p + 1 are loaded into one register buffer while the FMAs of step p
+ * use the other, and at a tile's last step the next stage is landed and
+ * published and its first fragments loaded before the last FMAs
+ * (pipelined_k_loop, below). No step waits for shared memory: +4-5% over rung
+ * 12 on the H200 (47.5 TFLOP/s at 4096^3 against 45.4; NOTES, "The SIMT ladder
+ * split"). At rung 12's 8 x 8 tile, two blocks an SM, the other block hid the
+ * wait and the same buffers gained nothing (H100, NOTES, "Rung 10: regbuffer").
  *
  * Tile parameters: a 128 x 256 x 16 block tile and 256 threads, 8 rows of 32.
  * A thread's 16 rows are four groups of 4, a quarter of the tile (32 rows)
  * apart; its 8 columns two groups of 4, half the tile (128 columns) apart. A
  * warp is one row of threads: its A fragments are one broadcast, its B
- * fragments 512 contiguous bytes, and no bank is asked twice (rung 9's rule).
- * Rows padded by 4 floats as in rung 9. Two stages of 16 x (132 + 260)
+ * fragments 512 contiguous bytes, and no bank is asked twice (rung 10's rule).
+ * Rows padded by 4 floats as in rung 10. Two stages of 16 x (132 + 260)
  * floats: 49 KiB, past the 48 KiB static limit, so shared memory is dynamic.
  * Blocks launch in plain order: rung 4's grouping measured neutral here (the
  * tiles reuse four times more per load), and its arithmetic spilled.
  * Limits: m <= 65535 * 128. Big tiles are paid for whole: 4095 x 4097 makes
  * 544 of them, five rounds over 132 SMs where 4096^3 makes four, and 1000^3
- * makes 32, leaving 100 SMs idle. The fragment loads of a k-step wait for
- * shared memory just before its FMAs, and no other block hides that.
+ * makes 32, leaving 100 SMs idle. Each warp reads fragments for a 16 x 256
+ * strip of the block tile.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 13 double-buffers the fragments in registers.
+ * Next: rung 15 writes the same FFMAs in an order the register reuse cache
+ * serves.
  */
-#ifndef FASTSGEMM_LADDER_12_BIGTILE
-#define FASTSGEMM_LADDER_12_BIGTILE
+#ifndef FASTSGEMM_LADDER_14_REGBUFFER
+#define FASTSGEMM_LADDER_14_REGBUFFER
 
 #include "common.cuh"
 
 namespace fsg {
-namespace bigtile {
+namespace regbuffer {
 
 // ---- tile parameters ----
 constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
@@ -43,8 +43,12 @@ constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
 constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
 constexpr int kPad = 4;
 constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
+// The 64-bit-index instantiations, used only for offsets past 2^31, need more
+// registers for addresses: they keep one fragment buffer rather than spill.
+template <typename Index>
+constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
 
-}  // namespace bigtile
+}  // namespace regbuffer
 
 // ---- kernel ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
@@ -85,18 +89,12 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
     return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
 }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -106,10 +104,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -136,8 +132,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -150,12 +145,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -267,10 +258,70 @@ struct TwoStageTiles {
     }
 };
 
-namespace bigtile {
+/* The main loop of this rung and rung 16, with its shared memory double-buffered
+ * (rung 12's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+ * runs on the other; one barrier per tile) and its fragments in one or two
+ * register buffers:
+ *   - one: each k-step loads its fragments, then does its FMAs. The wait for
+ *     shared memory is hidden only by the SM's other blocks.
+ *   - two: the fragments of step p + 1 are loaded into one buffer while the
+ *     FMAs of step p use the other. At a tile's last step the next stage is
+ *     landed and published (the barrier) and its first fragments loaded
+ *     before the last FMAs, so no step waits for shared memory, even with one
+ *     block per SM. The barrier still comes after this thread's last read of
+ *     the stage the next fetch overwrites: one barrier covers both hazards.
+ * load_fragments(stage, p, buf) fills fragment buffer buf from step p of
+ * `stage`; multiply(buf) adds the outer product of buffer buf into the
+ * accumulators. */
+template <int BK, int FRAGMENT_BUFFERS, typename Tiles, typename Index, typename LoadFragments, typename Multiply>
+__device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFragments &&load_fragments,
+                                                 Multiply &&multiply) {
+    static_assert(FRAGMENT_BUFFERS == 1 || FRAGMENT_BUFFERS == 2, "one or two fragment buffers");
+    static_assert(BK % 2 == 0, "every tile's first step must use fragment buffer 0");
+    constexpr bool kTwo = FRAGMENT_BUFFERS == 2;
+    const Index steps = (k + BK - 1) / BK;
+    if (steps == 0) return;  // k is the same for every thread: all return, none waits at a barrier
+    tiles.fetch(0, 0);
+    tiles.land(0);
+    __syncthreads();
+    if constexpr (kTwo) load_fragments(0, 0, 0);
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * BK, stage ^ 1);  // in flight during this tile's math
+#pragma unroll
+        for (int p = 0; p < BK; ++p) {
+            if constexpr (!kTwo) {
+                load_fragments(stage, p, 0);
+            } else if (p + 1 < BK) {
+                load_fragments(stage, p + 1, (p + 1) % 2);
+            } else if (t + 1 < steps) {
+                tiles.land(stage ^ 1);
+                __syncthreads();
+                load_fragments(stage ^ 1, 0, 0);
+            }
+            multiply(p % FRAGMENT_BUFFERS);
+        }
+        if constexpr (!kTwo) {
+            if (t + 1 < steps) tiles.land(stage ^ 1);
+            __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+        }
+    }
+}
+
+namespace regbuffer {
+
+/* One k-step's outer product added into the accumulators, row by row as written here; ptxas schedules the
+ * FFMAs from this order (rung 15 writes the same products in another). */
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+}
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) bigtile_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads, 1) regbuffer_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
     auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
@@ -279,35 +330,21 @@ __global__ void __launch_bounds__(kThreads, 1) bigtile_sgemm_kernel(fsg_gemm pro
     const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-    // Rung 11's stages: fetch() starts the next tiles' journey, land() completes it.
+    // Rung 12's stages: fetch() starts the next tiles' journey, land() completes it.
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
                                                                                          row0, col0, tid};
 
     float acc[kTM][kTN] = {};
-    float reg_m[kTM], reg_n[kTN];
-    const Index steps = ceil_div(k, kBK);
-    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
-        tiles.fetch(0, 0);
-        tiles.land(0);
-        __syncthreads();
-    }
-    for (Index t = 0; t < steps; ++t) {
-        const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * kBK, stage ^ 1);  // in flight during this tile's math
+    float reg_m[kFragmentBuffers<Index>][kTM], reg_n[kFragmentBuffers<Index>][kTN];
+    pipelined_k_loop<kBK, kFragmentBuffers<Index>>(
+        tiles, k,
+        [&](int stage, int p, int buf) {
 #pragma unroll
-        for (int p = 0; p < kBK; ++p) {
+            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[buf][4 * q]);
 #pragma unroll
-            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[4 * q]);
-#pragma unroll
-            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[4 * q]);
-#pragma unroll
-            for (int i = 0; i < kTM; ++i)
-#pragma unroll
-                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
-        }
-        if (t + 1 < steps) tiles.land(stage ^ 1);  // registers stored, this thread's copies waited for
-        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
-    }
+            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
+        },
+        [&](int buf) { outer_product(acc, reg_m[buf], reg_n[buf]); });
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
@@ -326,17 +363,17 @@ inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = vec ? bigtile_sgemm_kernel<I, kA, kB, true> : bigtile_sgemm_kernel<I, kA, kB, false>;
+        auto kernel = vec ? regbuffer_sgemm_kernel<I, kA, kB, true> : regbuffer_sgemm_kernel<I, kA, kB, false>;
         launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
     });
 }
 
-}  // namespace bigtile
+}  // namespace regbuffer
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_bigtile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::bigtile::launch(g, stream);
+extern "C" cudaError_t fsg_regbuffer_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::regbuffer::launch(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_12_BIGTILE */
+#endif /* FASTSGEMM_LADDER_14_REGBUFFER */

@@ -1,12 +1,12 @@
 /*
- * Rung 18, tf32: Hopper's wgmma, fed by a packing pass and bulk copies, on
+ * Rung 19, tf32: Hopper's wgmma, fed by a packing pass and bulk copies, on
  * operands rounded to TF32.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): the launcher runs it on
- * devices of compute capability 9.0 and runs rung 16 (tf32_mma) on Ampere and
+ * devices of compute capability 9.0 and runs rung 17 (tf32_mma) on Ampere and
  * Ada, and for the rare call whose workspace cannot be allocated.
  *
- * Rung 16's mma.sync kernel runs at about 0.4x cuBLAS's TF32 speed on the
+ * Rung 17's mma.sync kernel runs at about 0.4x cuBLAS's TF32 speed on the
  * H100: every lane loads its fragments from shared memory into registers
  * before each MMA, and those loads, not the tensor cores, set the pace.
  * wgmma reads both operands straight from shared memory and runs
@@ -15,7 +15,7 @@
  * Rounding decides how. The tensor cores read an FP32 value as TF32 by
  * dropping its low 13 bits, which biases every operand toward zero: measured
  * on the H100, 7.8e-4 relative error on random data against 2.9e-4 for
- * operands rounded to nearest (rung 16's and cuBLAS's TF32 error). Rounding
+ * operands rounded to nearest (rung 17's and cuBLAS's TF32 error). Rounding
  * inside the GEMM kernel was tried three ways (benchmarks/NOTES.md): rounding
  * in shared memory after TMA doubled the shared-memory traffic, and rounding
  * in registers between LDG and STS stalled on the proxy fence every thread
@@ -44,26 +44,26 @@
  * the FLOPs of 32 KiB: a quarter less shared-memory and L2 traffic per FLOP.
  * The consumers keep one tile's wgmma group in flight while they issue the
  * next (wait_group 1), so the tensor cores do not idle between tiles, and
- * the sums stay in the tensor core's FP32 accumulators, as in rung 16's
+ * the sums stay in the tensor core's FP32 accumulators, as in rung 17's
  * mma.sync path and cuBLAS's TF32 mode. Blocks walk the output in groups of
  * kGroupRows block rows, column by column, so the blocks resident together
  * share their A and B tiles in L2.
  *
- * Limits: sm_90a only (elsewhere rung 16 runs); a workspace of (m + n) x k floats (rounded up to whole
+ * Limits: sm_90a only (elsewhere rung 17 runs); a workspace of (m + n) x k floats (rounded up to whole
  * tiles) for the duration of the call, from a stream-ordered memory pool
  * (kernels/support/workspace_pool.c); 4 x 48 KiB stages, one block per SM.
  * Stacks: the launches of one product (a pack pass and the GEMM, a pair
  * per K panel) serve the whole stack: the pack pass packs every product's
  * operands (a shared operand once) and the product index is grid z. Where
- * this path declines, rung 16 runs the stack product by product.
- * Next: rung 19 buys FP32 accuracy back on this path, as rung 17 did on
- * rung 16's.
+ * this path declines, rung 17 runs the stack product by product.
+ * Next: rung 20 buys FP32 accuracy back on this path, as rung 18 did on
+ * rung 17's.
  */
-#ifndef FASTSGEMM_LADDER_18_TF32
-#define FASTSGEMM_LADDER_18_TF32
+#ifndef FASTSGEMM_LADDER_19_TF32
+#define FASTSGEMM_LADDER_19_TF32
 
 #include "engine/pack.cuh"
-#include "ladder/17_tf32x3_mma.cu"  // the ladder so far; this rung calls rung 16 only through its launcher
+#include "ladder/18_tf32x3_mma.cu"  // the ladder so far; this rung calls rung 17 only through its launcher
 
 namespace fsg {
 namespace hopper {
@@ -83,7 +83,7 @@ constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
  * slice takes its own run of them (slice_tiles) and its own D, and a batch's
  * product its own packed operands, step_a and step_b floats on per product
  * (engine/pack.cuh), and its own A, B and D. A template (of
- * a parameter that changes nothing) so that rung 19, which includes this file,
+ * a parameter that changes nothing) so that rung 20, which includes this file,
  * gets no second definition of it: a template is emitted only where used. */
 template <int = 0>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -164,4 +164,4 @@ extern "C" cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *
 }
 #endif
 
-#endif /* FASTSGEMM_LADDER_18_TF32 */
+#endif /* FASTSGEMM_LADDER_19_TF32 */

@@ -1,8 +1,8 @@
 /*
- * Rung 17, tf32x3_mma: FP32 accuracy from TF32 tensor cores, by splitting each
+ * Rung 18, tf32x3_mma: FP32 accuracy from TF32 tensor cores, by splitting each
  * operand in two and multiplying three times.
  *
- * Rung 16 loses accuracy in one place only: rounding each operand to TF32's
+ * Rung 17 loses accuracy in one place only: rounding each operand to TF32's
  * 11 significant bits. Write x = hi + lo, hi = tf32(x) and lo = tf32(x - hi):
  * x - hi is exact in FP32 and at most 2^-11 |x| (round to nearest), and
  * rounding it to 11 bits leaves an error near 2^-22 |x|; hi + lo carries
@@ -26,20 +26,20 @@
  * main term alone already has the right Inf or NaN (hi keeps Inf and NaN), so
  * where it is not finite it is the result.
  *
- * What changed from rung 16: the math policy below, and a smaller warp tile.
+ * What changed from rung 17: the math policy below, and a smaller warp tile.
  *
  * Tile parameters: 32 x 32 warp tiles in a 64 x 64 block tile, 4 warps, two
  * blocks per SM: two accumulator sets and the split fragments need about 200
  * registers per thread even so. The configurations swept gave 41-43 TFLOP/s
  * at 4096^3, this one the most (benchmarks/NOTES.md).
- * Limits: as rung 16; inputs of magnitude above about 3.4e38 * (1 - 2^-12)
+ * Limits: as rung 17; inputs of magnitude above about 3.4e38 * (1 - 2^-12)
  * round to Inf in hi and give Inf, not FP32's value.
  * Stacks: as rung 1, product by product, one launch each.
  * Next: the split costs 3x the tensor-core work plus the splitting itself;
- * Hopper's wgmma feeds the tensor cores at their full rate (rungs 18, 19).
+ * Hopper's wgmma feeds the tensor cores at their full rate (rungs 19, 20).
  */
-#ifndef FASTSGEMM_LADDER_17_TF32X3_MMA
-#define FASTSGEMM_LADDER_17_TF32X3_MMA
+#ifndef FASTSGEMM_LADDER_18_TF32X3_MMA
+#define FASTSGEMM_LADDER_18_TF32X3_MMA
 
 #include "common.cuh"
 
@@ -89,23 +89,17 @@ using Tiling = tensorcore::MmaTiling<64, 64, 32, 2, 2, 3, 2>;
 
 }  // namespace tf32x3_mma
 
-// ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel, rung 16's), then this rung's math for it ----
+// ---- kernel: the mma.sync kernel (tensorcore::mma_sgemm_kernel, rung 17's), then this rung's math for it ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -115,10 +109,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -145,8 +137,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -159,12 +150,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -309,7 +296,7 @@ __device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
     return g;
 }
 
-/* The kernel of this rung and rung 17. Math is the rung's policy:
+/* The kernel of this rung and rung 18. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
  *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)
@@ -475,4 +462,4 @@ extern "C" cudaError_t fsg_tf32x3_mma_sgemm(const fsg_gemm *g, cudaStream_t stre
 }
 #endif
 
-#endif /* FASTSGEMM_LADDER_17_TF32X3_MMA */
+#endif /* FASTSGEMM_LADDER_18_TF32X3_MMA */

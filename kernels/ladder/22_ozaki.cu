@@ -1,9 +1,9 @@
 /*
- * Rung 21, ozaki: FP32-accurate products on the INT8 tensor cores, by exact
+ * Rung 22, ozaki: FP32-accurate products on the INT8 tensor cores, by exact
  * integer arithmetic in residues.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
- * rung 19 (tf32x3), which runs rung 17 where wgmma is not had.
+ * rung 20 (tf32x3), which runs rung 18 where wgmma is not had.
  *
  * The idea. The H100's tensor cores multiply 8-bit integers four times as
  * fast as TF32 values, and exactly: s8 x s8 products summed in s32 lose
@@ -47,9 +47,9 @@
  * those rows. So the rung's speed depends on the data, and auto does not run
  * it (registry.c).
  *
- * Tile parameters: the GEMM is rung 18's pipeline on 8-bit data. A packed
+ * Tile parameters: the GEMM is rung 19's pipeline on 8-bit data. A packed
  * tile is 128 rows x 128 k of int8: 16 KiB, rows of 128 bytes in the same
- * 128-byte swizzle, so rung 18's descriptors and bulk copies serve as they
+ * 128-byte swizzle, so rung 19's descriptors and bulk copies serve as they
  * are; a wgmma k-step is 32 values (32 bytes) instead of 8. The grid is
  * persistent, one block an SM; its work items are one 128 x 256 output tile
  * under one modulus each. A block's producer streams its items' k-tiles as one
@@ -76,10 +76,10 @@
  * twice and the slice pass (8 integer residues an element) is
  * instruction-bound.
  */
-#ifndef FASTSGEMM_LADDER_21_OZAKI
-#define FASTSGEMM_LADDER_21_OZAKI
+#ifndef FASTSGEMM_LADDER_22_OZAKI
+#define FASTSGEMM_LADDER_22_OZAKI
 
-#include "ladder/20_tf32x3_regs.cu"  // the ladder so far; this rung calls rung 19 only through its launcher
+#include "ladder/21_tf32x3_regs.cu"  // the ladder so far; this rung calls rung 20 only through its launcher
 
 namespace fsg {
 namespace hopper {
@@ -103,7 +103,7 @@ struct Moduli {
 };
 
 // ---- tile parameters ----
-constexpr int kBM = 128, kBN = 256;              // block tile: one packed tile of A, two of B, as rung 18's
+constexpr int kBM = 128, kBN = 256;              // block tile: one packed tile of A, two of B, as rung 19's
 constexpr int kKTile = 128;                      // k of one packed int8 tile: a 128-byte row
 constexpr int kBTiles = kBN / kPackRows;
 constexpr int kStageFloats = (1 + kBTiles) * kTileFloats;  // 48 KiB, counted in floats as the pipeline counts
@@ -115,7 +115,7 @@ static_assert(kPackRows * kKTile == (int)kTileBytes, "an int8 tile has the bytes
 static_assert(kPanelK * 128 * 128 < ((int64_t)1 << 31), "a panel's s32 sums of residue products cannot overflow");
 
 constexpr int kScaleThreads = 256;
-constexpr int kSliceK = 32;  // k a slice block converts: kPackRows x kSliceK floats, as rung 18's pack pass reads
+constexpr int kSliceK = 32;  // k a slice block converts: kPackRows x kSliceK floats, as rung 19's pack pass reads
 
 // ---- pass 1: each row's scale ----
 /* The rows (m of A, n of B^T) of one operand over `depth` k: element (row, k) at src[row * ld + k] when
@@ -271,7 +271,7 @@ struct SliceOperand {
 };
 
 /* Both operands in one launch, A's blocks first: a block converts kPackRows rows x kSliceK k (read through
- * shared memory as rung 18's pack pass reads, coalesced in either layout) and a thread writes 16 k of one row,
+ * shared memory as rung 19's pack pass reads, coalesced in either layout) and a thread writes 16 k of one row,
  * a 16-byte chunk of its 128-byte row, once per modulus. Rows and k past the matrix are zeros. */
 /* kPackRows rows x kSliceK k of an operand from (row0, k0) into shared memory, zeros past its edges: along k,
  * a warp reads a row's 32 k; across k, a warp reads 32 rows of one k (coalesced either way). */
@@ -339,7 +339,7 @@ __device__ __forceinline__ int reduce(int x, int m, double inverse) {
     return r > 127 ? r - m : r;
 }
 
-/* Rung 18's block on packed int8 tiles, on a persistent grid: one block per SM, each taking the work items
+/* Rung 19's block on packed int8 tiles, on a persistent grid: one block per SM, each taking the work items
  * (an output tile under one modulus: items = moduli x tiles, modulus by modulus, each modulus's tiles in
  * start_block's order) gridDim.x apart. The producer streams the k-tiles of the block's items as one
  * sequence, so that the next item's tiles arrive while the consumers finish the last; the consumers start
@@ -708,4 +708,4 @@ extern "C" cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t st
 }
 #endif
 
-#endif /* FASTSGEMM_LADDER_21_OZAKI */
+#endif /* FASTSGEMM_LADDER_22_OZAKI */

@@ -1,11 +1,11 @@
 /*
- * Rung 20, tf32x3_regs: rung 19's three products with A split in the
+ * Rung 21, tf32x3_regs: rung 20's three products with A split in the
  * consumers' registers, so that only B is packed.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): on other devices the
- * launcher runs rung 17 (tf32x3_mma), as rung 19's does.
+ * launcher runs rung 18 (tf32x3_mma), as rung 20's does.
  *
- * The idea. Rung 19's pack pass reads A and B and writes hi and lo of both:
+ * The idea. Rung 20's pack pass reads A and B and writes hi and lo of both:
  * (MK + KN) x 12 bytes through DRAM before the GEMM starts. Only B has to be
  * in shared memory for wgmma; A may come from registers. So here the copy
  * engine brings A's tiles raw, in FP32, and each consumer thread loads its own
@@ -15,21 +15,21 @@
  * a stack of 32 products (1024 x 1024) @ (1024 x 1024) with B shared runs as
  * one 32768 x 1024 x 1024 product, whose A is 128 MiB and its B 4 MiB.
  *
- * The change from rung 19:
+ * The change from rung 20:
  *   - A's k-tile arrives by one tensor copy (cp.async.bulk.tensor) from the
  *     caller's matrix: a 128 x 32 box of FP32 in the same 128-byte swizzle
  *     as a packed tile, zeros outside the matrix (the tensor map, made on the
  *     host, gives the copy engine the shape and strides; no edge code).
  *   - A stage holds raw A (16 KiB) and packed B hi and lo (32 KiB): 48 KiB
- *     against rung 19's 64, so the ring is four stages deep, not three.
+ *     against rung 20's 64, so the ring is four stages deep, not three.
  *   - A consumer thread reads 16 values of A per k-tile (rows r and r + 8,
  *     k = c and c + 4 of each k-step of 8, wgmma's register layout). The
  *     swizzle puts the 8 rows a quarter warp reads in 8 different 16-byte
  *     chunks of their 128-byte rows: no bank conflicts.
- *   - The products, the order of the sums and the split are rung 19's, so
+ *   - The products, the order of the sums and the split are rung 20's, so
  *     the result is the same, bit for bit (tests/test_tensorcore.py).
  *
- * Tile parameters: 128 x 128 x 32 block tile, as rung 19's own configuration: each consumer
+ * Tile parameters: 128 x 128 x 32 block tile, as rung 20's own configuration: each consumer
  * warpgroup owns 64 rows and keeps 192 accumulators a thread (the main term's running sum, this tile's main
  * term, the corrections) plus A's fragment registers, hi and lo of two k-steps at a time (16), or of all four
  * (4steps, 32): within the 232 registers a thread that the block can give, once the fragments' addresses are
@@ -38,13 +38,13 @@
  * The engine's configurations: 4steps (kernels/engine/tf32x3_regs_4steps.cu)
  * holds the fragments of all four k-steps of a tile at once (one wgmma wait
  * per k-tile, not two); direct (kernels/engine/tf32x3_regs_direct.cu) has no
- * pack pass at all: rung 19's direct path with only B split by its producers.
+ * pack pass at all: rung 20's direct path with only B split by its producers.
  *
  * Limits: the tensor copy needs A row-major (k contiguous), 16-byte aligned,
  * with lda and a batch's step a multiple of 4 floats. Anything else runs
- * rung 19 (the same numbers, bit for bit); so does a call whose B workspace
+ * rung 20 (the same numbers, bit for bit); so does a call whose B workspace
  * cannot be had, and tf32x3_mma runs where wgmma cannot. A batch runs as
- * rung 19's: products on grid z, every product's B packed in one pass, a
+ * rung 20's: products on grid z, every product's B packed in one pass, a
  * shared B once (the direct path: every product's tiles on one persistent
  * grid). A workspace of 2 n k floats.
  *
@@ -53,12 +53,12 @@
  * still sets its pace (81 TFLOP/s at 4096^3 against 125 packed;
  * benchmarks/NOTES.md).
  */
-#ifndef FASTSGEMM_LADDER_20_TF32X3_REGS
-#define FASTSGEMM_LADDER_20_TF32X3_REGS
+#ifndef FASTSGEMM_LADDER_21_TF32X3_REGS
+#define FASTSGEMM_LADDER_21_TF32X3_REGS
 
 #include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
 
-#include "ladder/19_tf32x3.cu"  // and through it rungs 17-18: the split, the sum, the pipeline, the pack pass
+#include "ladder/20_tf32x3.cu"  // and through it rungs 18-19: the split, the sum, the pipeline, the pack pass
 
 namespace fsg {
 namespace hopper {
@@ -91,7 +91,7 @@ __device__ __forceinline__ int raw_a_offset(int r, int k) {
 }
 
 /* A consumer thread's share of k-steps first_step .. first_step + STEPS - 1
- * of a raw A tile, split as rung 19's pack pass splits (hi + lo = A, both
+ * of a raw A tile, split as rung 20's pack pass splits (hi + lo = A, both
  * TF32), in wgmma's register layout: the thread's rows are row and row + 8,
  * its k col and col + 4 of each k-step. */
 template <bool A_TRANS, int STEPS>
@@ -122,13 +122,13 @@ __device__ __forceinline__ void split_fragments(const float *raw_a, int row, int
     }
 }
 
-/* Rung 19's three products on STEPS k-steps (first_step on) of a stage, A
+/* Rung 20's three products on STEPS k-steps (first_step on) of a stage, A
  * from this thread's fragments, B hi and lo (BN rows, K-major) from shared
  * memory: part (+)= hi_a hi_b (afresh at the tile's first k-step), corr +=
- * lo_a hi_b + hi_a lo_b, in rung 19's order; issued, then waited for. The
+ * lo_a hi_b + hi_a lo_b, in rung 20's order; issued, then waited for. The
  * fragments are kept unchanged until the wait: the wgmmas read them as they run.
- * LO_B_FIRST adds the two corrections the other way round: rung 22 multiplies
- * B^T A^T, where its register operand is B, and so keeps rung 19's order. */
+ * LO_B_FIRST adds the two corrections the other way round: rung 23 multiplies
+ * B^T A^T, where its register operand is B, and so keeps rung 20's order. */
 template <int STEPS, int HALF_BN, bool LO_B_FIRST = false>
 __device__ __forceinline__ void three_products(float (&part)[HALF_BN], float (&corr)[HALF_BN],
                                                uint32_t (&a_hi)[STEPS][4], uint32_t (&a_lo)[STEPS][4],
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         // This thread's rows of A (and of wgmma's A fragment): row and row + 8; its k: col and col + 4 of each k-step.
         const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;
         float corr[64] = {};  // the corrections, summed by the tensor core
-        float main[64] = {};  // the main term's running sum (FADD), as rung 19
+        float main[64] = {};  // the main term's running sum (FADD), as rung 20
         float part[64];       // this tile's main term, out of the tensor core
         for (int t = 0; t < slice.count; ++t) {
             const int s = t % kStages;
@@ -262,7 +262,7 @@ inline bool a_tensor_map(const fsg_gemm &g, const fsg_batch &batch, CUtensorMap 
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* This rung on one product or a batch: B packed (hi and lo) by rung 19's pass,
+/* This rung on one product or a batch: B packed (hi and lo) by rung 20's pass,
  * A read raw by tensor copies. *launched stays false where A cannot be read so
  * (a_tensor_map) or the packed path declines (launch_on_packed's reasons). */
 template <int STEPS_AT_ONCE = kStepsAtOnce>
@@ -285,7 +285,7 @@ cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t strea
         });
 }
 
-/* Where this rung declines, rung 19's own configuration: the same numbers. */
+/* Where this rung declines, rung 20's own configuration: the same numbers. */
 template <int STEPS_AT_ONCE>
 cudaError_t launch_else_tf32x3(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     const cudaError_t err = launch<STEPS_AT_ONCE>(g, batch, stream, launched);
@@ -311,4 +311,4 @@ extern "C" cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_
 }
 #endif
 
-#endif /* FASTSGEMM_LADDER_20_TF32X3_REGS */
+#endif /* FASTSGEMM_LADDER_21_TF32X3_REGS */

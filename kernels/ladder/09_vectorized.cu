@@ -1,47 +1,36 @@
 /*
- * Rung 9, bankfree: a shared-memory layout with no bank conflicts.
+ * Rung 9, vectorized: the tiles loaded four floats a load (LDG.E.128).
  *
- * Shared memory has 32 banks of 4 bytes; a warp's access takes as many
- * wavefronts as the most requests any one bank gets (for 128-bit accesses, per
- * quarter-warp phase of 8 threads). Nsight Compute showed rung 8 paying 40% more
- * shared-load wavefronts than necessary (268M conflicts on 671M wavefronts at
- * 4096^3), from two patterns, each fixed here:
+ * Rung 8 wrote D in fours; here the tiles come in fours too, where A and B
+ * allow it (aligned16): the launcher checks them and picks the vector or the
+ * scalar instantiation, and a group of four past a matrix's edge still goes
+ * element by element. A row-major A arrives four k-values at a time and is
+ * scattered into As's columns; a column-major A arrives four rows at a time,
+ * already As's layout. Both tiles' loads are issued before either is stored:
+ * with A's stores between them, B's loads waited for A's (+10% at 4096^3).
  *
- *   - Fragment loads. In rung 8 a thread's 8 columns of Bs were contiguous, so
- *     the 8 threads of an LDS.128 phase read 16 bytes every 32: two threads per
- *     bank group, a 2-way conflict. Here a thread's 8 columns are two groups of
- *     4, half a tile (64 columns) apart, and so are its 8 rows of As: the 8
- *     threads of a phase now read 8 consecutive 16-byte pieces, every bank once.
- *   - Transposed stores. A row-major A is scattered into As's columns; the two
- *     halves of a warp store to rows p and p + 4 at the same column, which
- *     without padding are 4 * 128 floats apart: the same banks. Each row of As
- *     (and Bs, which a column-major B scatters into the same way) is padded by
- *     4 floats, which moves row p + 4 by 16 banks and keeps rows 16-byte aligned
- *     for the LDS.128 fragment loads.
- *
- * Tile parameters: rung 8's: 128 x 128 x 8 block tile, 8 x 8 results per
- * thread, 256 threads, float4 global loads and stores where alignment allows.
- * Limits: m <= 65535 * 128. The global loads of tile k+1 still wait for the
- * math on tile k to finish.
+ * Tile parameters: as rung 6: 128 x 128 x 8 block tile, 8 x 8 per thread, 256
+ * threads; each thread copies exactly one float4 of each tile per step.
+ * Limits: m <= 65535 * 128. The transposed stores into As collide in
+ * shared-memory banks.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 10 overlaps them (two shared-memory stages).
+ * Next: rung 10 removes the bank conflicts.
  */
-#ifndef FASTSGEMM_LADDER_09_BANKFREE
-#define FASTSGEMM_LADDER_09_BANKFREE
+#ifndef FASTSGEMM_LADDER_09_VECTORIZED
+#define FASTSGEMM_LADDER_09_VECTORIZED
 
 #include "common.cuh"
 
 namespace fsg {
-namespace bankfree {
+namespace vectorized {
 
 // ---- tile parameters ----
 constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-constexpr int kPad = 4;  // floats added to each shared-memory row: 16 banks, and 16-byte alignment kept
-static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
-static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
+static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
+static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
 
-}  // namespace bankfree
+}  // namespace vectorized
 
 // ---- kernel ----
 /* The output tile a block computes, when blocks do not take the tiles in
@@ -105,18 +94,12 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
     return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
 }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -126,10 +109,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -156,8 +137,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -170,29 +150,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
- * to shared memory: both fetched into registers (fetch_tile_vec4), then both
- * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
- * load or four checked ones), and a branch's loads must land before stores
- * after it: with A stored between the two fetches, B's loads waited for A's
- * (measured on rungs 8 and 9: benchmarks/NOTES.md). */
-template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
-          typename StoreA, typename StoreB>
-__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
-                                                StoreA &&store_a, StoreB &&store_b) {
-    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
-    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
-    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
-    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
-    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
-}
-
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -205,36 +164,35 @@ __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x,
     }
 }
 
-namespace bankfree {
+namespace vectorized {
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
-    __shared__ __align__(16) float As[kBK][kBM + kPad];  // transposed: As[p][r] = A(row0 + r, k0 + p)
-    __shared__ __align__(16) float Bs[kBK][kBN + kPad];  // Bs[p][c] = B(k0 + p, col0 + c)
+    __shared__ __align__(16) float As[kBK][kBM];  // transposed: As[p][r] = A(row0 + r, k0 + p)
+    __shared__ __align__(16) float Bs[kBK][kBN];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
-    // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
-    const int frag_row = thread_row * 4, frag_col = thread_col * 4;
     const TileCoord tile = grouped_block_tile();  // rung 4's order
     const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
     for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
-        load_tiles_vec4<kBM, kBN, kBK, kThreads, A_TRANS, B_TRANS, VEC, Index>(
-            g, row0, col0, k0, tid,
-            [&](int r, int p, float4 v) {
-                store4_kmajor<!A_TRANS>(&As[0][0], kBM + kPad, p, r, v);  // row-major A: transposed on the way in
-            },
-            [&](int p, int c, float4 v) { store4_kmajor<B_TRANS>(&Bs[0][0], kBN + kPad, p, c, v); });
+        float4 a[Vec4Tile<kBM, kBK, kThreads, A_TRANS>::kPerThread], b[Vec4Tile<kBK, kBN, kThreads, B_TRANS>::kPerThread];
+        fetch_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
+        fetch_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
+        store_tile_vec4<kBM, kBK, kThreads, A_TRANS>(  // row-major A: transposed on the way in
+            a, tid, [&](int r, int p, float4 v) { store4_kmajor<!A_TRANS>(&As[0][0], kBM, p, r, v); });
+        store_tile_vec4<kBK, kBN, kThreads, B_TRANS>(
+            b, tid, [&](int p, int c, float4 v) { store4_kmajor<B_TRANS>(&Bs[0][0], kBN, p, c, v); });
         __syncthreads();
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
-            load4(&As[p][frag_row], &reg_m[0]);
-            load4(&As[p][kBM / 2 + frag_row], &reg_m[4]);
-            load4(&Bs[p][frag_col], &reg_n[0]);
-            load4(&Bs[p][kBN / 2 + frag_col], &reg_n[4]);
+#pragma unroll
+            for (int i = 0; i < kTM; i += 4) load4(&As[p][thread_row * kTM + i], &reg_m[i]);
+#pragma unroll
+            for (int j = 0; j < kTN; j += 4) load4(&Bs[p][thread_col * kTN + j], &reg_n[j]);
 #pragma unroll
             for (int i = 0; i < kTM; ++i)
 #pragma unroll
@@ -245,27 +203,27 @@ __global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm probl
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
-        if (row >= g.m) continue;
-        store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
-        store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
+        const Index row = row0 + thread_row * kTM + i;
+        if (row >= g.m) break;
+#pragma unroll
+        for (int j = 0; j < kTN; j += 4) store_d4(g, row, col0 + thread_col * kTN + j, &acc[i][j], vec_out);
     }
 }
 
-}  // namespace bankfree
+}  // namespace vectorized
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    using namespace fsg::bankfree;
+extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::vectorized;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) bankfree_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else bankfree_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        if (vec) vectorized_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else vectorized_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }
 
-#endif /* FASTSGEMM_LADDER_09_BANKFREE */
+#endif /* FASTSGEMM_LADDER_09_VECTORIZED */

@@ -1,60 +1,78 @@
 /*
- * Rung 15, warptile: block tile, then warp tile, then thread tile.
+ * Rung 15, reuse: rung 14's kernel with its FFMAs written in the order that
+ * lets their operands come from the register reuse cache.
  *
- * In rung 13 the threads of a warp covered a 16 x 256 strip of the block tile.
- * Here the block tile is divided into warp tiles (WM x WN), and each warp's
- * lanes divide its warp tile among themselves (LANES_M x LANES_N threads), each
- * thread owning TM x TN results as 4 x 4 quarters spaced 4 * LANES apart, so a
- * warp's fragment loads for one k-step are contiguous runs of shared memory and
- * every value loaded serves the squarest region the registers allow: a warp's
- * 64 x 64 tile reads 64 + 64 floats per k-step where rung 13's 16 x 256 strip
- * reads 16 + 256. On the H100 that changes nothing measurable (Nsight Compute,
- * benchmarks/NOTES.md): both count 268M shared-load wavefronts at 4096^3 and
- * take the same time, because the strip's A fragments are broadcasts and
- * shared memory is not the limit there; the FMA issue rate is. The idea pays
- * where shared-memory bandwidth is short (smaller thread tiles, more warps).
+ * One question about the FMA pipe before leaving it for warp tiles and the
+ * tensor cores: why does cuBLAS FP32 run 8% faster than rung 14 on the same
+ * work? Measured on the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on
+ * the FMA pipe?"): both issue 2.4 G instructions, 88-89% of them FFMA, but
+ * cuBLAS issues one in 88% of the scheduler's cycles and rung 14 one in 80%.
+ * The difference is stalls, and the largest is "dispatch": a warp whose next
+ * FFMA is ready but cannot be sent to the pipe this cycle, 10% of rung 14's
+ * stall samples against 5% of cuBLAS's.
  *
- * Other shapes, and a choice between two of them by how their tiles fall on
- * the SMs, are the engine's (kernels/engine/warptile.cu: kernel="warptile:<name>",
- * among which the tuning table behind kernel="auto" chooses).
+ * An FFMA reads three registers (a, b and the accumulator). The register file
+ * is banked, and reads that collide in a bank cost the dispatcher a cycle;
+ * the operand reuse cache lets an instruction take a value that the
+ * instruction before it read in the same operand slot without touching the
+ * banks (ptxas marks such operands `.reuse` in the SASS). So the fewer fresh
+ * reads per FFMA, the fewer chances to collide. (Which FFMAs stall is not
+ * predicted by a simple model of the banks, NOTES; what was measured is that
+ * the dispatch stalls fall as reuse rises.) ptxas chooses the registers and
+ * schedules the FFMAs, but it starts from the order in the source and keeps
+ * much of it. Rung 14 writes the outer product row by row; ptxas turns that
+ * into one a held across eight b's, and only 23 of its 2048 FFMAs a tile
+ * reuse both a and b. cuBLAS's main loop has 480 of 1024.
  *
- * Tile parameters: rung 13's block tile, 128 x 256 x 16, in 2 x 4 warps of
- * 64 x 64, each warp's lanes 4 x 8, 16 x 8 per thread, one block per SM: the
- * most reuse, the fastest per unit of work. Everything else is rung 13: two
- * shared-memory stages, cp.async where layouts agree and the matrix is
- * aligned, register prefetch otherwise, double-buffered fragments, one
- * barrier per k-step, padded rows. Shared memory is dynamic.
- * Limits: m <= 65535 * 128. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
- * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
- * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
+ * The idea: write the outer product in 2 x 2 blocks walked in a snake
+ * (outer_product, below). Inside a block each FFMA shares an operand with the
+ * one before it: (i, j) (i, j+1) share a_i, then (i+1, j+1) shares b_j+1, then
+ * (i+1, j) shares a_i+1. Every other pair of rows walks its blocks right to
+ * left, so that a pair's first block shares its b's with the last block of
+ * the pair before. (From one block to the next within a pair of rows nothing
+ * is shared.) ptxas still holds one a across a row's eight b's, but takes the
+ * b's in the order this walk gives each row; 202 of the 2048 FFMAs then
+ * reuse both operands, and the dispatch stalls fall (NOTES: 10.4% -> 6.8% of
+ * samples).
+ *
+ * Nothing else changes: the same tile, loads, pipeline and epilogue (rung 14's
+ * kernel, copied with this order in place of its row-by-row one), and the same sums in the same
+ * order: each accumulator still adds its k-steps one after another, so the
+ * results are rung 14's, bit for bit. Other orders measured worse (NOTES):
+ * row pairs or column pairs walked in a snake, and cuBLAS's own walk (quads of
+ * rows against pairs of columns), which ptxas does not keep.
+ *
+ * Tile parameters: rung 14's (128 x 256 x 16, 16 x 8 a thread, one block an SM).
+ * Limits: rung 14's. 1.5-1.8% over rung 14 from 4096^3 up (H200, NOTES:
+ * 0.942x cuBLAS FP32 at 4096^3 and 0.953x at 8192^3, where rung 14 runs 0.926x
+ * and 0.936x in the same run), 2% slower at 4095 x 4097 x 4093: short of
+ * cuBLAS. The same order in a kernel with no bounds code reached 0.965-1.00x
+ * at 4096^3 and 0.965-0.971x at 8192^3 (benchmarks/harness/simt_variants.cu);
+ * what cuBLAS keeps and this rung does not is fewer stalls around each
+ * k-tile's loads.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 16 leaves FFMA for the tensor cores.
+ * Next: rung 16 tiles at the warp level.
  */
-#ifndef FASTSGEMM_LADDER_15_WARPTILE
-#define FASTSGEMM_LADDER_15_WARPTILE
+#ifndef FASTSGEMM_LADDER_15_REUSE
+#define FASTSGEMM_LADDER_15_REUSE
 
 #include "common.cuh"
 
 namespace fsg {
-namespace warptile {
+namespace reuse {
 
 // ---- tile parameters ----
-
-constexpr int kBM = 128, kBN = 256, kBK = 16;                       // rung 13's block tile
-constexpr int kWarpsM = 2, kWarpsN = 4, kLanesM = 4, kLanesN = 8;      // 2 x 4 warps; a warp's lanes 4 x 8
-constexpr int kWM = kBM / kWarpsM, kWN = kBN / kWarpsN;                // warp tile: 64 x 64
-constexpr int kTM = kWM / kLanesM, kTN = kWN / kLanesN;                // thread tile: 16 x 8
-constexpr int kQM = kTM / 4, kQN = kTN / 4;                            // 4 x 4 quarters per thread
-constexpr int kThreads = kWarpsM * kWarpsN * 32;
+constexpr int kBM = 128, kBN = 256, kBK = 16, kTM = 16, kTN = 8;
+constexpr int kThreadCols = kBN / kTN, kThreads = (kBM / kTM) * kThreadCols;
+constexpr int kQuartersM = kTM / 4, kQuartersN = kTN / 4;  // 4 x 4 groups per thread, spread over the tile
 constexpr int kPad = 4;
 constexpr size_t kSmemBytes = 2 * kBK * ((kBM + kPad) + (kBN + kPad)) * sizeof(float);
-static_assert(kLanesM * kLanesN == 32, "a warp's 32 lanes tile its warp tile");
 // The 64-bit-index instantiations, used only for offsets past 2^31, need more
 // registers for addresses: they keep one fragment buffer rather than spill.
 template <typename Index>
 constexpr int kFragmentBuffers = sizeof(Index) == 4 ? 2 : 1;
 
-}  // namespace warptile
+}  // namespace reuse
 
 // ---- kernel ----
 /* Whether 128-bit accesses work on a matrix: a 16-byte-aligned base and a
@@ -95,18 +113,12 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
     return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
 }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -116,10 +128,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -146,8 +156,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -160,12 +169,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -277,8 +282,8 @@ struct TwoStageTiles {
     }
 };
 
-/* The main loop of this rung and rung 15, with its shared memory double-buffered
- * (rung 11's TwoStageTiles: tile t + 1 is fetched into one stage while the math
+/* The main loop of this rung and rung 16, with its shared memory double-buffered
+ * (rung 12's TwoStageTiles: tile t + 1 is fetched into one stage while the math
  * runs on the other; one barrier per tile) and its fragments in one or two
  * register buffers:
  *   - one: each k-step loads its fragments, then does its FMAs. The wait for
@@ -327,21 +332,37 @@ __device__ __forceinline__ void pipelined_k_loop(Tiles &tiles, Index k, LoadFrag
     }
 }
 
-namespace warptile {
+namespace reuse {
+
+/* One k-step's outer product in 2 x 2 blocks, each walked (i, j) (i, j+1) (i+1, j+1) (i+1, j), the blocks of
+ * every other pair of rows right to left: inside a block, and from one pair of rows to the next, each FFMA reads
+ * an operand that the one before it read. */
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+    static_assert(TM % 2 == 0 && TN % 2 == 0, "whole 2 x 2 blocks");
+#pragma unroll
+    for (int i = 0; i < TM; i += 2)
+#pragma unroll
+        for (int step = 0; step < TN; step += 2) {
+            const int j = (i / 2) % 2 ? TN - 2 - step : step;
+            acc[i][j] += a[i] * b[j];
+            acc[i][j + 1] += a[i] * b[j + 1];
+            acc[i + 1][j + 1] += a[i + 1] * b[j + 1];
+            acc[i + 1][j] += a[i + 1] * b[j];
+        }
+}
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads, 1) warptile_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads, 1) reuse_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
     extern __shared__ float4 smem[];  // float4: 16-byte alignment for the LDS.128 and cp.async
     auto As = reinterpret_cast<float(*)[kBK][kBM + kPad]>(smem);  // As[stage][p][r] = A(row0 + r, k0 + p)
     auto Bs = reinterpret_cast<float(*)[kBK][kBN + kPad]>(reinterpret_cast<float *>(smem) + 2 * kBK * (kBM + kPad));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int warp_row = (warp / kWarpsN) * kWM, warp_col = (warp % kWarpsN) * kWN;
-    // This thread's rows: frag_row + qm * kWM / kQM + {0..3} for each quarter qm; columns likewise.
-    const int frag_row = warp_row + (lane / kLanesN) * 4, frag_col = warp_col + (lane % kLanesN) * 4;
+    const int tid = threadIdx.x;
+    const int frag_row = (tid / kThreadCols) * 4, frag_col = (tid % kThreadCols) * 4;
     const Index row0 = (Index)blockIdx.y * kBM, col0 = (Index)blockIdx.x * kBN;
     const Index m = g.m, n = g.n, k = g.k;
-    // Rung 11's stages: fetch() starts the next tiles' journey, land() completes it.
+    // Rung 12's stages: fetch() starts the next tiles' journey, land() completes it.
     TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
                                                                                          row0, col0, tid};
 
@@ -351,23 +372,19 @@ __global__ void __launch_bounds__(kThreads, 1) warptile_sgemm_kernel(fsg_gemm pr
         tiles, k,
         [&](int stage, int p, int buf) {
 #pragma unroll
-            for (int q = 0; q < kQM; ++q) load4(&As[stage][p][frag_row + q * (kWM / kQM)], &reg_m[buf][4 * q]);
+            for (int q = 0; q < kQuartersM; ++q) load4(&As[stage][p][q * (kBM / kQuartersM) + frag_row], &reg_m[buf][4 * q]);
 #pragma unroll
-            for (int q = 0; q < kQN; ++q) load4(&Bs[stage][p][frag_col + q * (kWN / kQN)], &reg_n[buf][4 * q]);
+            for (int q = 0; q < kQuartersN; ++q) load4(&Bs[stage][p][q * (kBN / kQuartersN) + frag_col], &reg_n[buf][4 * q]);
         },
-        [&](int buf) {
-#pragma unroll
-            for (int i = 0; i < kTM; ++i)
-#pragma unroll
-                for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[buf][i] * reg_n[buf][j];
-        });
+        [&](int buf) { outer_product(acc, reg_m[buf], reg_n[buf]); });
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + frag_row + (i / 4) * (kWM / kQM) + i % 4;
+        const Index row = row0 + (i / 4) * (kBM / kQuartersM) + frag_row + i % 4;
         if (row >= m) continue;
 #pragma unroll
-        for (int q = 0; q < kQN; ++q) store_d4(g, row, col0 + frag_col + q * (kWN / kQN), &acc[i][4 * q], vec_out);
+        for (int q = 0; q < kQuartersN; ++q)
+            store_d4(g, row, col0 + q * (kBN / kQuartersN) + frag_col, &acc[i][4 * q], vec_out);
     }
 }
 
@@ -378,17 +395,17 @@ inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream) {
     return for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        auto kernel = vec ? warptile_sgemm_kernel<I, kA, kB, true> : warptile_sgemm_kernel<I, kA, kB, false>;
+        auto kernel = vec ? reuse_sgemm_kernel<I, kA, kB, true> : reuse_sgemm_kernel<I, kA, kB, false>;
         launch_with_smem(kernel, grid, kThreads, kSmemBytes, stream, *g);
     });
 }
 
-}  // namespace warptile
+}  // namespace reuse
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_warptile_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::warptile::launch(g, stream);
+extern "C" cudaError_t fsg_reuse_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::reuse::launch(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_15_WARPTILE */
+#endif /* FASTSGEMM_LADDER_15_REUSE */

@@ -1,12 +1,12 @@
 /*
- * Rung 22, tf32x3_inplace: rung 20's three products with no pack pass. Both
+ * Rung 23, tf32x3_inplace: rung 21's three products with no pack pass. Both
  * operands arrive raw by tensor copies; the one wgmma reads from shared memory
  * is split there, in place, and the other in the consumers' registers.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
- * rung 17 (tf32x3_mma), as rungs 19 and 20 do.
+ * rung 18 (tf32x3_mma), as rungs 20 and 21 do.
  *
- * Where the time went. Rung 20 packs B (hi and lo, in wgmma's K-major tiles)
+ * Where the time went. Rung 21 packs B (hi and lo, in wgmma's K-major tiles)
  * in a pass of its own: B read, 2 x B written and read back, through DRAM,
  * before the GEMM starts. For a stack of small products that pass is a third
  * of the call (8 x 1024^3: 25 of 191 us on the H200). Its direct path has no
@@ -23,22 +23,22 @@
  *     hi written back where it was, lo into a second tile at the same
  *     offset. No transpose and no address work: split thread p takes chunks
  *     p, p + 96, ... of 16 KiB.
- *   - The other operand (R) is split in the consumers' registers as rung 20
+ *   - The other operand (R) is split in the consumers' registers as rung 21
  *     splits A: read raw from the copy engine's tile, in whatever layout
  *     the caller's matrix has.
  *   - Which is which: B^T is S where B is column-major (k contiguous); where
  *     B is row-major (numpy's default, with A row-major too), the kernel
  *     computes D^T = B^T A^T instead: S is A, R is B, and the epilogue
  *     writes each result to D transposed. A column-major A with a
- *     row-major B has no k-contiguous operand: rung 20's direct path runs it.
+ *     row-major B has no k-contiguous operand: rung 21's direct path runs it.
  * DRAM sees each operand tile once per use and nothing written but D. The
- * split, the products and the order of the sums are rung 19's (the two
- * corrections are added in rung 19's order in either orientation), so the
+ * split, the products and the order of the sums are rung 20's (the two
+ * corrections are added in rung 20's order in either orientation), so the
  * result is the same, bit for bit, as tf32x3's (tests/test_inplace.py).
  *
  * The block: a producer warpgroup (one thread issues the tensor copies, as
  * far ahead as the stages allow; three warps split); two consumer
- * warpgroups as rung 20's (64 rows of
+ * warpgroups as rung 21's (64 rows of
  * R each, m64n128k8 with R's fragments from registers). Three barriers a
  * stage: `landed` (the copies' bytes), `full` (S split) and `empty` (the
  * consumers' wgmmas are done with the stage). Persistent grid: one block per
@@ -51,7 +51,7 @@
  *
  * Limits: the tensor copies need 16-byte aligned matrices whose leading
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous
- * operand. Anything else runs rung 20's direct path (the same numbers, bit
+ * operand. Anything else runs rung 21's direct path (the same numbers, bit
  * for bit, with alpha 1 and beta 0); wgmma-less devices run tf32x3_mma.
  * Stacks: one launch with no pack pass, every product's output tiles on
  * the persistent grid, a shared operand read where it lies.
@@ -61,10 +61,10 @@
  * 23.2 us a call on the H100, 64 x 256^3 from 28.2 to 27.0
  * (benchmarks/NOTES.md, "Stacks on the H100").
  */
-#ifndef FASTSGEMM_LADDER_22_TF32X3_INPLACE
-#define FASTSGEMM_LADDER_22_TF32X3_INPLACE
+#ifndef FASTSGEMM_LADDER_23_TF32X3_INPLACE
+#define FASTSGEMM_LADDER_23_TF32X3_INPLACE
 
-#include "ladder/20_tf32x3_regs.cu"  // and through it rungs 17-19: the split, the sums, the pipeline, tensor maps
+#include "ladder/21_tf32x3_regs.cu"  // and through it rungs 18-20: the split, the sums, the pipeline, tensor maps
 
 namespace fsg {
 namespace hopper {
@@ -76,7 +76,7 @@ constexpr int kPartFloats = kTile * kBK;       // one 128 x 32 tile of FP32: 16 
 constexpr int kStageFloats = 3 * kPartFloats;  // S (hi once split), S lo, raw R
 constexpr int kStages = 4;
 constexpr int kSplitThreads = 96;          // warps 1-3 of the producer warpgroup (warp 0: the copies)
-constexpr int kStepsAtOnce = 2;            // R's fragments of two k-steps held at once, as rung 20's
+constexpr int kStepsAtOnce = 2;            // R's fragments of two k-steps held at once, as rung 21's
 constexpr int kBoxRows = 32;               // a row-contiguous R comes in boxes of 32 rows x 32 k (128 bytes wide)
 
 struct Layout {
@@ -126,7 +126,7 @@ cudaError_t launch_overlapped(void (*kernel)(Params...), dim3 grid, int threads,
 
 // ---- kernel ----
 /* Element (r, k) of raw R's 128 x 32 tile. Along k (R's rows k-contiguous in
- * memory): one tensor box, rung 20's layout (operand_offset). Otherwise four
+ * memory): one tensor box, rung 21's layout (operand_offset). Otherwise four
  * boxes of 32 rows, each 32 lines of k of 128 bytes, chunks swizzled by k % 8. */
 template <bool R_ALONG_K>
 __device__ __forceinline__ int raw_r_offset(int r, int k) {
@@ -137,7 +137,7 @@ __device__ __forceinline__ int raw_r_offset(int r, int k) {
 /* A consumer thread's fragments of R for k-steps first_step .. + STEPS - 1,
  * split as the pack pass splits (hi + lo = R, both TF32), in wgmma's register
  * layout: rows row and row + 8, k col and col + 4 of each k-step. Along k it is
- * rung 20's code; across, a row-contiguous R puts the thread's rows r and r + 8
+ * rung 21's code; across, a row-contiguous R puts the thread's rows r and r + 8
  * in one box (r % 32 < 24), and k % 8 is col or col + 4, so the four bases are
  * fixed and each k-step moves them by 8 lines. A warp's 32 reads meet 16
  * banks there (two lines of k share the chunk positions): a two-way conflict. */
@@ -236,7 +236,7 @@ __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, in
     }
 }
 
-/* The copy thread of a block (this rung's and rung 23's): tile q of the block's
+/* The copy thread of a block (this rung's and rung 24's): tile q of the block's
  * sequence (its items' k-tiles, one after another) into stage q % STAGES,
  * once the consumers are done with tile q - STAGES there (empty): S's
  * S_ROWS x 32 box at the stage's start, R's R_ROWS rows at R_AT (one box along
@@ -324,13 +324,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         registers_up<kConsumerRegisters>();
         const int consumer = tid / 128 - 1, warp = (tid % 128) / 32, lane = tid % 32;
-        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as rung 20's
+        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as rung 21's
         int64_t at = 0;  // the tile's place in the stages' sequence
         for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
             const WorkItem w = work_item(item, tiles_r, tiles_s);
             const fsg_gemm g = slice_or_product(problem, batch, w.z);
             const int count = (int)ceil_div(g.k, kBK);
-            float corr[64] = {}, main[64] = {}, part[64];  // as rung 20's
+            float corr[64] = {}, main[64] = {}, part[64];  // as rung 21's
             for (int t = 0; t < count; ++t, ++at) {
                 const int s = (int)(at % kStages), parity = (int)(at / kStages) & 1;
                 mbarrier_wait(&full[s], parity);
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, 1)
  * 128-byte swizzle, zeros outside. False where the copy engine cannot read it
  * so: an address or a stride that is not a multiple of 16 bytes, coordinates
  * past an int, or no encoder. `type`: FP32 as it lies, or TF32 (rounded to
- * nearest as the copy lands: rung 23). */
+ * nearest as the copy lands: rung 24). */
 inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t across, int64_t products, int64_t step,
                         int box_along, int box_across, CUtensorMap *map,
                         CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32) {
@@ -380,7 +380,7 @@ inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t acros
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* How a call runs on this rung's block (and rung 23's): which operand wgmma
+/* How a call runs on this rung's block (and rung 24's): which operand wgmma
  * reads from shared memory (S, k-contiguous in the caller's matrix) and which
  * from registers (R), their tensor maps (R in tiles of r_rows rows, S of
  * s_rows, elements of `type`), and the persistent grid: one block per SM,
@@ -450,7 +450,7 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     return launch_err != cudaSuccess ? launch_err : last;
 }
 
-/* Where this rung declines, rung 20's direct path (the engine's, kernels/engine/tf32x3_regs_direct.cu, through
+/* Where this rung declines, rung 21's direct path (the engine's, kernels/engine/tf32x3_regs_direct.cu, through
  * its launcher, which runs tf32x3_mma itself where it declines in turn): no pack pass either, the same numbers. */
 inline cudaError_t launch_else_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     const cudaError_t err = launch(g, batch, stream, launched);
@@ -476,4 +476,4 @@ extern "C" cudaError_t fsg_tf32x3_inplace_batch_sgemm(const fsg_gemm *g, const f
 }
 #endif
 
-#endif /* FASTSGEMM_LADDER_22_TF32X3_INPLACE */
+#endif /* FASTSGEMM_LADDER_23_TF32X3_INPLACE */

@@ -1,20 +1,20 @@
 /*
- * Rung 16, tf32_mma: the tensor cores, on operands rounded to TF32.
+ * Rung 17, tf32_mma: the tensor cores, on operands rounded to TF32.
  *
- * Rungs 1-15 multiply with FFMA, 128 lanes per SM per clock: the H100's FP32
- * peak (66.9 TFLOP/s) is their ceiling and rung 15 already runs at 0.92x
+ * Rungs 1-16 multiply with FFMA, 128 lanes per SM per clock: the H100's FP32
+ * peak (66.9 TFLOP/s) is their ceiling and rung 16 already runs at 0.92x
  * cuBLAS. The tensor cores multiply whole tiles per instruction and are many
  * times faster, but they take TF32 operands: FP32's 8-bit exponent with only
  * 10 of its 23 mantissa bits. Each product is exact and the sums are FP32,
  * so the error is the rounding of the inputs: about 2^-11 relative per
  * operand, a relative error near 3e-4 in D whatever K is (cuBLAS's TF32 mode
- * makes the same trade). Rung 17 buys FP32 accuracy back.
+ * makes the same trade). Rung 18 buys FP32 accuracy back.
  *
- * What changed from rung 15: each warp's 64 x 64 tile is now 4 x 8 mma.sync
+ * What changed from rung 16: each warp's 64 x 64 tile is now 4 x 8 mma.sync
  * m16n8k8 tiles (the fragment layout is below); a k-step of 8 loads 32 floats
  * per lane from shared memory, rounds them to TF32 (cvt.rna) and issues 32
  * MMAs. The tensor cores eat tiles far faster than FFMA did, so memory
- * latency matters again: three shared-memory stages fed by cp.async (rung 11's
+ * latency matters again: three shared-memory stages fed by cp.async (rung 12's
  * copies; four-byte ones for unaligned matrices, so one pipeline serves every
  * layout), operands kept in their global layout with rows padded so fragment
  * reads are conflict-free.
@@ -45,11 +45,11 @@
  * Next: mma.sync is Ampere's instruction, and at 128 x 128 tiles it also
  * needs more from L2 than a wider tile would (32 FLOP per byte moved);
  * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) reach 400
- * TFLOP/s. Rung 17 first buys FP32 accuracy with this instruction; rung 18
+ * TFLOP/s. Rung 18 first buys FP32 accuracy with this instruction; rung 19
  * takes Hopper's.
  */
-#ifndef FASTSGEMM_LADDER_16_TF32_MMA
-#define FASTSGEMM_LADDER_16_TF32_MMA
+#ifndef FASTSGEMM_LADDER_17_TF32_MMA
+#define FASTSGEMM_LADDER_17_TF32_MMA
 
 #include "common.cuh"
 
@@ -103,18 +103,12 @@ using Tiling = tensorcore::MmaTiling<128, 128, 32, 2, 2, 3, 1>;
  * leading dimension that keeps every row (or column) start 16-byte aligned. */
 __host__ __device__ inline bool aligned16(const void *p, int64_t ld) { return (uintptr_t)p % 16 == 0 && ld % 4 == 0; }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -124,10 +118,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -154,8 +146,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -168,12 +159,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -318,7 +305,7 @@ __device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
     return g;
 }
 
-/* The kernel of this rung and rung 17. Math is the rung's policy:
+/* The kernel of this rung and rung 18. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
  *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)
@@ -461,4 +448,4 @@ extern "C" cudaError_t fsg_tf32_mma_sgemm(const fsg_gemm *g, cudaStream_t stream
     return fsg::tensorcore::launch<Tiling, RoundOnce<Tiling>>(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_16_TF32_MMA */
+#endif /* FASTSGEMM_LADDER_17_TF32_MMA */

@@ -1,27 +1,26 @@
 /*
- * Rung 11, doublebuffer: an operand copied straight into shared memory by
+ * Rung 12, doublebuffer: an operand copied straight into shared memory by
  * cp.async, with no registers in between.
  *
- * In rung 10 every tile passed through registers: global loads before the
+ * In rung 11 every tile passed through registers: global loads before the
  * math, stores to shared memory after it. Here an operand whose shared layout
  * is its global layout (a row-major B, a column-major A) and that is 16-byte
  * aligned comes by cp.async (sm_80+) instead: the copy engine writes shared
  * memory directly, with no instructions waiting on the data, and zero-fills
  * chunks past the matrix's edges itself (the src-size operand). The other
  * operand (a row-major A, transposed into As, or an unaligned matrix) keeps
- * rung 10's register prefetch. land(stage) now also waits for this thread's
+ * rung 11's register prefetch. land(stage) now also waits for this thread's
  * copies (TwoStageTiles, below).
  *
- * Tile parameters: rung 9's, in two stages of 8 x (132 + 132) floats: 17 KiB
+ * Tile parameters: rung 10's, in two stages of 8 x (132 + 132) floats: 17 KiB
  * of static shared memory.
  * Limits: m <= 65535 * 128. The fragment loads of a k-step still wait for
  * shared memory just before its FMAs; only the SM's other block hides that.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 13 double-buffers the fragments in registers too, so one block
- * per SM can hide its own waits and hold a bigger thread tile.
+ * Next: rung 13 gives each thread a 16 x 8 tile and each SM one block.
  */
-#ifndef FASTSGEMM_LADDER_11_DOUBLEBUFFER
-#define FASTSGEMM_LADDER_11_DOUBLEBUFFER
+#ifndef FASTSGEMM_LADDER_12_DOUBLEBUFFER
+#define FASTSGEMM_LADDER_12_DOUBLEBUFFER
 
 #include "common.cuh"
 
@@ -31,7 +30,7 @@ namespace doublebuffer {
 // ---- tile parameters ----
 constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 9
+constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 10
 static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
 static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
@@ -99,18 +98,12 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
     return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
 }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -120,10 +113,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -150,8 +141,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -164,12 +154,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -349,4 +335,4 @@ extern "C" cudaError_t fsg_doublebuffer_sgemm(const fsg_gemm *g, cudaStream_t st
     });
 }
 
-#endif /* FASTSGEMM_LADDER_11_DOUBLEBUFFER */
+#endif /* FASTSGEMM_LADDER_12_DOUBLEBUFFER */

@@ -1,39 +1,47 @@
 /*
- * Rung 10, twostage: the loads of tile k+1 overlap the math on tile k.
+ * Rung 10, bankfree: a shared-memory layout with no bank conflicts.
  *
- * Up to rung 9 each step of the k loop was: load a tile, barrier, compute,
- * barrier. While a block loaded, its FMA units waited (only the SM's other
- * block could fill the gap). Here shared memory holds two stages. In step t the
- * block computes on stage t % 2 while tile t + 1 is already on its way into the
- * other stage, and one barrier per step (not two) both publishes tile t + 1 and
- * frees stage t % 2 for tile t + 2. The tile comes in through registers
- * (TwoStageTiles, below): the global loads of tile t + 1 are issued before the
- * math on tile t and their registers written to shared memory after it, so
- * their latency hides behind the tile's math.
+ * Shared memory has 32 banks of 4 bytes; a warp's access takes as many
+ * wavefronts as the most requests any one bank gets (for 128-bit accesses, per
+ * quarter-warp phase of 8 threads). Nsight Compute showed rung 9 paying 40% more
+ * shared-load wavefronts than necessary (268M conflicts on 671M wavefronts at
+ * 4096^3), from two patterns, each fixed here:
  *
- * Tile parameters: rung 9's, in two stages of 8 x (132 + 132) floats: 17 KiB
- * of static shared memory.
- * Limits: m <= 65535 * 128. Every tile passes through registers; the fragment
- * loads of a k-step wait for shared memory just before its FMAs.
+ *   - Fragment loads. In rung 9 a thread's 8 columns of Bs were contiguous, so
+ *     the 8 threads of an LDS.128 phase read 16 bytes every 32: two threads per
+ *     bank group, a 2-way conflict. Here a thread's 8 columns are two groups of
+ *     4, half a tile (64 columns) apart, and so are its 8 rows of As: the 8
+ *     threads of a phase now read 8 consecutive 16-byte pieces, every bank once.
+ *   - Transposed stores. A row-major A is scattered into As's columns; the two
+ *     halves of a warp store to rows p and p + 4 at the same column, which
+ *     without padding are 4 * 128 floats apart: the same banks. Each row of As
+ *     (and Bs, which a column-major B scatters into the same way) is padded by
+ *     4 floats, which moves row p + 4 by 16 banks and keeps rows 16-byte aligned
+ *     for the LDS.128 fragment loads.
+ *
+ * Tile parameters: rung 9's: 128 x 128 x 8 block tile, 8 x 8 results per
+ * thread, 256 threads, float4 global loads and stores where alignment allows.
+ * Limits: m <= 65535 * 128. The global loads of tile k+1 still wait for the
+ * math on tile k to finish.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 11 copies an operand straight into shared memory (cp.async).
+ * Next: rung 11 overlaps them (two shared-memory stages).
  */
-#ifndef FASTSGEMM_LADDER_10_TWOSTAGE
-#define FASTSGEMM_LADDER_10_TWOSTAGE
+#ifndef FASTSGEMM_LADDER_10_BANKFREE
+#define FASTSGEMM_LADDER_10_BANKFREE
 
 #include "common.cuh"
 
 namespace fsg {
-namespace twostage {
+namespace bankfree {
 
 // ---- tile parameters ----
 constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 9
+constexpr int kPad = 4;  // floats added to each shared-memory row: 16 banks, and 16-byte alignment kept
 static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
 static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
-}  // namespace twostage
+}  // namespace bankfree
 
 // ---- kernel ----
 /* The output tile a block computes, when blocks do not take the tiles in
@@ -97,18 +105,12 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
     return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
 }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -118,10 +120,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -148,8 +148,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -162,12 +161,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -180,106 +175,68 @@ __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x,
     }
 }
 
-/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
- * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
- * fetch(k0) starts bringing the tiles at k0: global loads into registers.
- * land(stage) finishes the job: the registers are stored into `stage`
- * (transposing as needed). Between the two the caller does its math on the
- * other stage. */
-template <int BM, int BN, int BK, int PAD, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index>
-struct TwoStageTiles {
-    using TileA = Vec4Tile<BM, BK, THREADS, A_TRANS>;
-    using TileB = Vec4Tile<BK, BN, THREADS, B_TRANS>;
-    static constexpr int kLdA = BM + PAD, kLdB = BN + PAD;
-
-    float (*As)[BK][kLdA];
-    float (*Bs)[BK][kLdB];
-    const fsg_gemm &g;
-    Index m, n, k, row0, col0;
-    int tid;
-    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
-
-    __device__ __forceinline__ void fetch(Index k0) {
-        fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
-        fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
-    }
-
-    __device__ __forceinline__ void land(int stage) {
-        store_tile_vec4<BM, BK, THREADS, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
-            store4_kmajor<!A_TRANS>(&As[stage][0][0], kLdA, p, r, v);
-        });
-        store_tile_vec4<BK, BN, THREADS, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
-            store4_kmajor<B_TRANS>(&Bs[stage][0][0], kLdB, p, c, v);
-        });
-    }
-};
-
-namespace twostage {
+namespace bankfree {
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads) twostage_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads) bankfree_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
-    __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
-    __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
+    __shared__ __align__(16) float As[kBK][kBM + kPad];  // transposed: As[p][r] = A(row0 + r, k0 + p)
+    __shared__ __align__(16) float Bs[kBK][kBN + kPad];  // Bs[p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
     // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
     const int frag_row = thread_row * 4, frag_col = thread_col * 4;
     const TileCoord tile = grouped_block_tile();  // rung 4's order
     const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
-    const Index m = g.m, n = g.n, k = g.k;
-    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
-                                                                                     row0, col0, tid};
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
-    const Index steps = ceil_div(k, kBK);
-    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
-        tiles.fetch(0);
-        tiles.land(0);
+    for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
+        float4 a[Vec4Tile<kBM, kBK, kThreads, A_TRANS>::kPerThread], b[Vec4Tile<kBK, kBN, kThreads, B_TRANS>::kPerThread];
+        fetch_tile_vec4<kBM, kBK, kThreads, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
+        fetch_tile_vec4<kBK, kBN, kThreads, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
+        store_tile_vec4<kBM, kBK, kThreads, A_TRANS>(  // row-major A: transposed on the way in
+            a, tid, [&](int r, int p, float4 v) { store4_kmajor<!A_TRANS>(&As[0][0], kBM + kPad, p, r, v); });
+        store_tile_vec4<kBK, kBN, kThreads, B_TRANS>(
+            b, tid, [&](int p, int c, float4 v) { store4_kmajor<B_TRANS>(&Bs[0][0], kBN + kPad, p, c, v); });
         __syncthreads();
-    }
-    for (Index t = 0; t < steps; ++t) {
-        const int stage = (int)(t & 1);
-        if (t + 1 < steps) tiles.fetch((t + 1) * kBK);  // in flight during this tile's math
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
-            load4(&As[stage][p][frag_row], &reg_m[0]);
-            load4(&As[stage][p][kBM / 2 + frag_row], &reg_m[4]);
-            load4(&Bs[stage][p][frag_col], &reg_n[0]);
-            load4(&Bs[stage][p][kBN / 2 + frag_col], &reg_n[4]);
+            load4(&As[p][frag_row], &reg_m[0]);
+            load4(&As[p][kBM / 2 + frag_row], &reg_m[4]);
+            load4(&Bs[p][frag_col], &reg_n[0]);
+            load4(&Bs[p][kBN / 2 + frag_col], &reg_n[4]);
 #pragma unroll
             for (int i = 0; i < kTM; ++i)
 #pragma unroll
                 for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
         }
-        if (t + 1 < steps) tiles.land(stage ^ 1);  // the registers stored
-        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
+        __syncthreads();
     }
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
         const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
-        if (row >= m) continue;
+        if (row >= g.m) continue;
         store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
         store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
     }
 }
 
-}  // namespace twostage
+}  // namespace bankfree
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_twostage_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    using namespace fsg::twostage;
+extern "C" cudaError_t fsg_bankfree_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::bankfree;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) twostage_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else twostage_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        if (vec) bankfree_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else bankfree_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }
 
-#endif /* FASTSGEMM_LADDER_10_TWOSTAGE */
+#endif /* FASTSGEMM_LADDER_10_BANKFREE */

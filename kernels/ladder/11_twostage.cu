@@ -1,41 +1,39 @@
 /*
- * Rung 8, vectorized: 128-bit global loads and stores.
+ * Rung 11, twostage: the loads of tile k+1 overlap the math on tile k.
  *
- * Rung 7 moved fragments in fours inside the SM; here the tiles come from
- * global memory as float4s (LDG.E.128), and D goes out as float4s (STG.E.128),
- * when the matrices allow it: a 16-byte-aligned base and a leading dimension
- * that is a multiple of 4. The launcher checks that and picks the vector or
- * the scalar instantiation; inside a vector one, the last, partial group of
- * four of a row still goes element by element, so any shape stays correct. A
- * row-major A arrives four k-values at a time and is scattered into As's
- * columns; a column-major A arrives four rows at a time, already As's layout.
- * Both tiles' loads are issued before either is stored to shared memory
- * (load_tiles_vec4): with A's stores between them, B's loads waited for A's
- * (+10% at 4096^3 when this changed).
+ * Up to rung 10 each step of the k loop was: load a tile, barrier, compute,
+ * barrier. While a block loaded, its FMA units waited (only the SM's other
+ * block could fill the gap). Here shared memory holds two stages. In step t the
+ * block computes on stage t % 2 while tile t + 1 is already on its way into the
+ * other stage, and one barrier per step (not two) both publishes tile t + 1 and
+ * frees stage t % 2 for tile t + 2. The tile comes in through registers
+ * (TwoStageTiles, below): the global loads of tile t + 1 are issued before the
+ * math on tile t and their registers written to shared memory after it, so
+ * their latency hides behind the tile's math.
  *
- * Tile parameters: as rung 6: 128 x 128 x 8 block tile, 8 x 8 per thread, 256
- * threads; each thread copies exactly one float4 of each tile per step.
- * Limits: m <= 65535 * 128. The transposed stores into As and the fragment
- * loads collide in shared-memory banks; nothing overlaps the global loads of
- * the next tile with the math on this one.
+ * Tile parameters: rung 10's, in two stages of 8 x (132 + 132) floats: 17 KiB
+ * of static shared memory.
+ * Limits: m <= 65535 * 128. Every tile passes through registers; the fragment
+ * loads of a k-step wait for shared memory just before its FMAs.
  * Stacks: as rung 1, product by product, one launch each.
- * Next: rung 9 removes the bank conflicts.
+ * Next: rung 12 copies an operand straight into shared memory (cp.async).
  */
-#ifndef FASTSGEMM_LADDER_08_VECTORIZED
-#define FASTSGEMM_LADDER_08_VECTORIZED
+#ifndef FASTSGEMM_LADDER_11_TWOSTAGE
+#define FASTSGEMM_LADDER_11_TWOSTAGE
 
 #include "common.cuh"
 
 namespace fsg {
-namespace vectorized {
+namespace twostage {
 
 // ---- tile parameters ----
 constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8;
 constexpr int kThreads = (kBM / kTM) * (kBN / kTN);
-static_assert(kBM % kTM == 0 && kBN % kTN == 0, "the thread tiles must cover the block tile exactly");
-static_assert(kTM % 4 == 0 && kTN % 4 == 0, "fragments are read as whole float4s");
+constexpr int kPad = 4;  // floats added to each shared-memory row, as in rung 10
+static_assert(kTM == 8 && kTN == 8, "a thread's tile is two 4 x 4 quarters, half a block tile apart");
+static_assert((kBM + kPad) % 4 == 0 && (kBN + kPad) % 4 == 0, "padded rows must stay 16-byte aligned");
 
-}  // namespace vectorized
+}  // namespace twostage
 
 // ---- kernel ----
 /* The output tile a block computes, when blocks do not take the tiles in
@@ -99,18 +97,12 @@ __device__ __forceinline__ bool output_aligned16(const fsg_gemm &g) {
     return aligned16(g.d, g.ldd) && (g.c == nullptr || aligned16(g.c, g.ldc));
 }
 
-/* How a ROWS x COLS tile is shared out in float4 chunks: chunk i of thread
- * tid starts at tile element (r, c) and runs four elements along the matrix's
- * contiguous direction: (r, c..c+3) for a row-major matrix, (r..r+3, c) for a
- * column-major one. Consecutive threads take consecutive chunks, so a warp's
- * accesses coalesce. */
+/* Chunk i of thread tid in a ROWS x COLS tile: four floats from tile element (r, c) on, along the matrix's
+ * contiguous direction. Consecutive threads take consecutive chunks, so a warp's accesses coalesce. */
 template <int ROWS, int COLS, int THREADS, bool TRANS>
 struct Vec4Tile {
-    static constexpr int kContiguous = TRANS ? ROWS : COLS;
-    static constexpr int kPerThread = ROWS * COLS / 4 / THREADS;
-    static_assert(kContiguous % 4 == 0, "the tile's contiguous side must hold whole groups of four floats");
-    static_assert((ROWS * COLS / 4) % THREADS == 0,
-                  "every thread moves the same number of float4s, so ROWS * COLS / 4 must be a multiple of THREADS");
+    static constexpr int kContiguous = TRANS ? ROWS : COLS, kPerThread = ROWS * COLS / 4 / THREADS;
+    static_assert(kContiguous % 4 == 0 && (ROWS * COLS / 4) % THREADS == 0, "whole chunks, as many for every thread");
 
     __device__ static void chunk(int tid, int i, int &r, int &c) {
         const int e = tid + i * THREADS;
@@ -120,10 +112,8 @@ struct Vec4Tile {
     }
 };
 
-/* Reads this thread's chunks of the tile at (row0, col0) of a rows x cols
- * matrix into registers: one 128-bit load per chunk when VEC (aligned16) and
- * all four elements are inside the matrix, element by element with zero fill
- * otherwise (the last, partial chunk of a row, or an unaligned matrix). */
+/* This thread's chunks of the tile at (row0, col0) of a rows x cols matrix, into registers: one 128-bit load a
+ * chunk where VEC (aligned16) and all four are inside, else element by element, zero past the edges. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index>
 __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid,
@@ -150,8 +140,7 @@ __device__ __forceinline__ void fetch_tile_vec4(const float *p, Index ld, Index 
     }
 }
 
-/* Hands this thread's fetched chunks to store(r, c, v), which puts the four
- * values where the kernel's shared-memory layout wants them. */
+/* Hands this thread's fetched chunks to store(r, c, v), which puts them where the kernel's layout wants them. */
 template <int ROWS, int COLS, int THREADS, bool TRANS, typename Store4>
 __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS, COLS, THREADS, TRANS>::kPerThread],
                                                 int tid, Store4 &&store) {
@@ -164,29 +153,8 @@ __device__ __forceinline__ void store_tile_vec4(const float4 (&v)[Vec4Tile<ROWS,
     }
 }
 
-/* A's BM x BK tile at (row0, k0) and B's BK x BN tile at (k0, col0), global
- * to shared memory: both fetched into registers (fetch_tile_vec4), then both
- * handed to their store (store_tile_vec4). Fetching branches (one 128-bit
- * load or four checked ones), and a branch's loads must land before stores
- * after it: with A stored between the two fetches, B's loads waited for A's
- * (measured on rungs 8 and 9: benchmarks/NOTES.md). */
-template <int BM, int BN, int BK, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index,
-          typename StoreA, typename StoreB>
-__device__ __forceinline__ void load_tiles_vec4(const fsg_gemm &g, Index row0, Index col0, Index k0, int tid,
-                                                StoreA &&store_a, StoreB &&store_b) {
-    float4 a[Vec4Tile<BM, BK, THREADS, A_TRANS>::kPerThread], b[Vec4Tile<BK, BN, THREADS, B_TRANS>::kPerThread];
-    fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, g.m, g.k, row0, k0, tid, a);
-    fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, g.k, g.n, k0, col0, tid, b);
-    store_tile_vec4<BM, BK, THREADS, A_TRANS>(a, tid, store_a);
-    store_tile_vec4<BK, BN, THREADS, B_TRANS>(b, tid, store_b);
-}
-
-/* Four values of a tile into a k-major shared-memory tile (tile[p][x], row
- * length ld): As[p][r] for A, Bs[p][c] for B. The four start at (p, x) and run
- * along x when ALONG_K is false: one 128-bit store (x must be a multiple of 4);
- * they run along p when ALONG_K is true: four scattered stores. A row-major A
- * and a column-major B arrive along k (they are transposed on the way in); a
- * column-major A and a row-major B arrive along x. */
+/* Four values into a k-major shared-memory tile (tile[p][x], rows of ld), from (p, x): along x one 128-bit store
+ * (x a multiple of 4); along p (ALONG_K: a row-major A, a column-major B, transposed on the way in) four stores. */
 template <bool ALONG_K>
 __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x, float4 v) {
     if constexpr (ALONG_K) {
@@ -199,65 +167,106 @@ __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x,
     }
 }
 
-namespace vectorized {
+/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
+ * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
+ * fetch(k0) starts bringing the tiles at k0: global loads into registers.
+ * land(stage) finishes the job: the registers are stored into `stage`
+ * (transposing as needed). Between the two the caller does its math on the
+ * other stage. */
+template <int BM, int BN, int BK, int PAD, int THREADS, bool A_TRANS, bool B_TRANS, bool VEC, typename Index>
+struct TwoStageTiles {
+    using TileA = Vec4Tile<BM, BK, THREADS, A_TRANS>;
+    using TileB = Vec4Tile<BK, BN, THREADS, B_TRANS>;
+    static constexpr int kLdA = BM + PAD, kLdB = BN + PAD;
+
+    float (*As)[BK][kLdA];
+    float (*Bs)[BK][kLdB];
+    const fsg_gemm &g;
+    Index m, n, k, row0, col0;
+    int tid;
+    float4 a_next[TileA::kPerThread], b_next[TileB::kPerThread];
+
+    __device__ __forceinline__ void fetch(Index k0) {
+        fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
+        fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);
+    }
+
+    __device__ __forceinline__ void land(int stage) {
+        store_tile_vec4<BM, BK, THREADS, A_TRANS>(a_next, tid, [&](int r, int p, float4 v) {
+            store4_kmajor<!A_TRANS>(&As[stage][0][0], kLdA, p, r, v);
+        });
+        store_tile_vec4<BK, BN, THREADS, B_TRANS>(b_next, tid, [&](int p, int c, float4 v) {
+            store4_kmajor<B_TRANS>(&Bs[stage][0][0], kLdB, p, c, v);
+        });
+    }
+};
+
+namespace twostage {
 
 template <typename Index, bool A_TRANS, bool B_TRANS, bool VEC>
-__global__ void __launch_bounds__(kThreads) vectorized_sgemm_kernel(fsg_gemm problem) {
+__global__ void __launch_bounds__(kThreads) twostage_sgemm_kernel(fsg_gemm problem) {
     const fsg_gemm g = this_slice(problem);  // split-K: this block's K-slice (common.cuh)
-    __shared__ __align__(16) float As[kBK][kBM];  // transposed: As[p][r] = A(row0 + r, k0 + p)
-    __shared__ __align__(16) float Bs[kBK][kBN];  // Bs[p][c] = B(k0 + p, col0 + c)
+    __shared__ __align__(16) float As[2][kBK][kBM + kPad];  // As[stage][p][r] = A(row0 + r, k0 + p)
+    __shared__ __align__(16) float Bs[2][kBK][kBN + kPad];  // Bs[stage][p][c] = B(k0 + p, col0 + c)
     const int tid = threadIdx.x;
     const int thread_col = tid % (kBN / kTN), thread_row = tid / (kBN / kTN);
+    // This thread's rows are thread_row*4 + {0..3} and kBM/2 + thread_row*4 + {0..3}; columns likewise.
+    const int frag_row = thread_row * 4, frag_col = thread_col * 4;
     const TileCoord tile = grouped_block_tile();  // rung 4's order
     const Index row0 = (Index)tile.row * kBM, col0 = (Index)tile.col * kBN;
+    const Index m = g.m, n = g.n, k = g.k;
+    TwoStageTiles<kBM, kBN, kBK, kPad, kThreads, A_TRANS, B_TRANS, VEC, Index> tiles{As, Bs, g, m, n, k,
+                                                                                     row0, col0, tid};
 
     float acc[kTM][kTN] = {};
     float reg_m[kTM], reg_n[kTN];
-    for (Index k0 = 0; k0 < Index(g.k); k0 += kBK) {
-        load_tiles_vec4<kBM, kBN, kBK, kThreads, A_TRANS, B_TRANS, VEC, Index>(
-            g, row0, col0, k0, tid,
-            [&](int r, int p, float4 v) {
-                store4_kmajor<!A_TRANS>(&As[0][0], kBM, p, r, v);  // row-major A: transposed on the way in
-            },
-            [&](int p, int c, float4 v) { store4_kmajor<B_TRANS>(&Bs[0][0], kBN, p, c, v); });
+    const Index steps = ceil_div(k, kBK);
+    if (steps > 0) {  // k is the same for every thread: all fetch, or none waits at the barrier
+        tiles.fetch(0);
+        tiles.land(0);
         __syncthreads();
+    }
+    for (Index t = 0; t < steps; ++t) {
+        const int stage = (int)(t & 1);
+        if (t + 1 < steps) tiles.fetch((t + 1) * kBK);  // in flight during this tile's math
 #pragma unroll
         for (int p = 0; p < kBK; ++p) {
-#pragma unroll
-            for (int i = 0; i < kTM; i += 4) load4(&As[p][thread_row * kTM + i], &reg_m[i]);
-#pragma unroll
-            for (int j = 0; j < kTN; j += 4) load4(&Bs[p][thread_col * kTN + j], &reg_n[j]);
+            load4(&As[stage][p][frag_row], &reg_m[0]);
+            load4(&As[stage][p][kBM / 2 + frag_row], &reg_m[4]);
+            load4(&Bs[stage][p][frag_col], &reg_n[0]);
+            load4(&Bs[stage][p][kBN / 2 + frag_col], &reg_n[4]);
 #pragma unroll
             for (int i = 0; i < kTM; ++i)
 #pragma unroll
                 for (int j = 0; j < kTN; ++j) acc[i][j] += reg_m[i] * reg_n[j];
         }
-        __syncthreads();
+        if (t + 1 < steps) tiles.land(stage ^ 1);  // the registers stored
+        __syncthreads();  // tile t + 1 published; nobody reads `stage` again before tile t + 2 goes there
     }
     const bool vec_out = output_aligned16(g);
 #pragma unroll
     for (int i = 0; i < kTM; ++i) {
-        const Index row = row0 + thread_row * kTM + i;
-        if (row >= g.m) break;
-#pragma unroll
-        for (int j = 0; j < kTN; j += 4) store_d4(g, row, col0 + thread_col * kTN + j, &acc[i][j], vec_out);
+        const Index row = row0 + (i < 4 ? frag_row + i : kBM / 2 + frag_row + i - 4);
+        if (row >= m) continue;
+        store_d4(g, row, col0 + frag_col, &acc[i][0], vec_out);
+        store_d4(g, row, col0 + kBN / 2 + frag_col, &acc[i][4], vec_out);
     }
 }
 
-}  // namespace vectorized
+}  // namespace twostage
 }  // namespace fsg
 
 // ---- launcher ----
-extern "C" cudaError_t fsg_vectorized_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    using namespace fsg::vectorized;
+extern "C" cudaError_t fsg_twostage_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    using namespace fsg::twostage;
     const dim3 grid((unsigned)fsg::ceil_div(g->n, kBN), (unsigned)fsg::ceil_div(g->m, kBM), fsg::slice_count(*g));
     const bool vec = fsg::aligned16(g->a, g->lda) && fsg::aligned16(g->b, g->ldb);
     return fsg::for_layouts(*g, [&](auto a_trans, auto b_trans, auto index) {
         using I = typename decltype(index)::type;
         constexpr bool kA = decltype(a_trans)::value, kB = decltype(b_trans)::value;
-        if (vec) vectorized_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
-        else vectorized_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
+        if (vec) twostage_sgemm_kernel<I, kA, kB, true><<<grid, kThreads, 0, stream>>>(*g);
+        else twostage_sgemm_kernel<I, kA, kB, false><<<grid, kThreads, 0, stream>>>(*g);
     });
 }
 
-#endif /* FASTSGEMM_LADDER_08_VECTORIZED */
+#endif /* FASTSGEMM_LADDER_11_TWOSTAGE */

@@ -1,9 +1,9 @@
 /*
- * Rung 19, tf32x3: FP32 accuracy on Hopper's wgmma: rung 17's split into
- * three TF32 products, on rung 18's pipeline.
+ * Rung 20, tf32x3: FP32 accuracy on Hopper's wgmma: rung 18's split into
+ * three TF32 products, on rung 19's pipeline.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): the launcher runs it on
- * devices of compute capability 9.0 and runs rung 17 (tf32x3_mma) on Ampere
+ * devices of compute capability 9.0 and runs rung 18 (tf32x3_mma) on Ampere
  * and Ada, and for the rare call whose workspace cannot be allocated.
  *
  * mma.sync is a warp's instruction and feeds the tensor cores from registers
@@ -34,7 +34,7 @@
  * with 192 accumulators a thread. They meet at mbarriers: `full` (a stage's
  * bytes have landed) and `empty` (its wgmmas have finished reading it).
  *
- * The sums follow rung 17: the main term hi_a hi_b of each BK-deep tile
+ * The sums follow rung 18: the main term hi_a hi_b of each BK-deep tile
  * comes out of the tensor core into a temporary and is added to the running
  * sum with FP32 FADDs (round to nearest); the corrections accumulate inside.
  * While one consumer adds its main term the other's wgmmas keep the tensor
@@ -46,20 +46,20 @@
  * engine's configuration tf32x3:128x64 (kernels/engine/tf32x3_128x64.cu)
  * halves the block's columns (two blocks share each packed tile of B): 128
  * blocks at 1024^3 instead of 64, for the 132 SMs.
- * Limits: sm_90a only (elsewhere rung 17 runs); a workspace of 2 (m + n) k
+ * Limits: sm_90a only (elsewhere rung 18 runs); a workspace of 2 (m + n) k
  * floats (rounded up to whole tiles) for the duration of the call.
- * Stacks: as rung 18 (every product packed in one pass, the product on grid
- * z; rung 17 where this path declines). The
+ * Stacks: as rung 19 (every product packed in one pass, the product on grid
+ * z; rung 18 where this path declines). The
  * engine's `:direct` (kernels/engine/tf32x3_direct.cu) has no pack pass: its
  * producers split raw tiles themselves, every product's output tiles on one
  * persistent grid.
  * Next: a 128 x 256 tile needs fewer accumulator sets than three (the main
  * term's temporary could live in shared memory).
  */
-#ifndef FASTSGEMM_LADDER_19_TF32X3
-#define FASTSGEMM_LADDER_19_TF32X3
+#ifndef FASTSGEMM_LADDER_20_TF32X3
+#define FASTSGEMM_LADDER_20_TF32X3
 
-#include "ladder/18_tf32.cu"  // and through it rung 17's split and its sum (combine), rung 11's cp.async
+#include "ladder/19_tf32.cu"  // and through it rung 18's split and its sum (combine), rung 12's cp.async
 
 namespace fsg {
 namespace hopper {
@@ -197,4 +197,4 @@ extern "C" cudaError_t fsg_tf32x3_batch_sgemm(const fsg_gemm *g, const fsg_batch
 }
 #endif
 
-#endif /* FASTSGEMM_LADDER_19_TF32X3 */
+#endif /* FASTSGEMM_LADDER_20_TF32X3 */

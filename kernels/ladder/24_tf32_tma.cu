@@ -1,17 +1,17 @@
 /*
- * Rung 23, tf32_tma: rung 18's TF32 wgmma with no pack pass. The copy engine
+ * Rung 24, tf32_tma: rung 19's TF32 wgmma with no pack pass. The copy engine
  * rounds each operand to TF32 as it lands.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
- * rung 16 (tf32_mma), as rung 18's does.
+ * rung 17 (tf32_mma), as rung 19's does.
  *
  * Where the time went. The tensor cores read an FP32 value as TF32 by dropping
- * its low 13 bits, so rung 18 rounds every operand first, in a pack pass of
+ * its low 13 bits, so rung 19 rounds every operand first, in a pack pass of
  * its own: A and B read, rounded, written to a workspace and read back, all
  * through DRAM before the GEMM starts. On the H200 that pass is a fifth of the
  * call at 4096^3 (tf32 0.76x cuBLAS's TF32 GEMM there) and an eighth at 8192^3
  * (0.88x). Rounding inside the GEMM was tried three ways and lost each time
- * (rung 18's header, benchmarks/NOTES.md).
+ * (rung 19's header, benchmarks/NOTES.md).
  *
  * The idea. A tensor map names the element type of the matrix it describes,
  * and TF32 is one of the types. A tensor copy through a map of type TF32
@@ -19,12 +19,12 @@
  * rounded to TF32, to nearest with ties to even: measured on the H200, 2047
  * of 2048 values bit for bit, ties and signs among them, the 2048th a NaN
  * made canonical (benchmarks/harness/tma_round.cu, benchmarks/NOTES.md).
- * It is the rounding rung 18's pack pass does (cvt.rn), so the copy engine
+ * It is the rounding rung 19's pack pass does (cvt.rn), so the copy engine
  * does the pass's work on the way, at no cost. cuBLAS's own TF32 kernels on
  * Hopper do the same: their SASS has tensor copies and wgmma, and nothing
  * that rounds (benchmarks/results/raw/cublas-tf32-sass.txt).
  *
- * What is left is rung 22's block with no split at all:
+ * What is left is rung 23's block with no split at all:
  *   - the operand wgmma reads from shared memory (S) is one whose k is
  *     contiguous in the caller's matrix, landed by one tensor copy per stage
  *     (256 rows x 32 k, the 128-byte swizzle that is wgmma's layout);
@@ -37,19 +37,19 @@
  *   - where B is row-major (numpy's default), the kernel computes D^T =
  *     B^T A^T, so that S is A, and writes each result to D transposed (rung
  *     18's orientation and epilogue).
- * One product per k-step instead of rung 22's three, so the consumers keep one
+ * One product per k-step instead of rung 23's three, so the consumers keep one
  * k-tile's wgmmas in flight while they issue the next (wait_group 1): the
  * tensor cores do not wait between tiles. Persistent grid, one block per SM:
  * the producer runs on into the next output tile while the consumers store
- * the last one, through rung 22's epilogue.
- * The products and the order of the sums are rung 18's, so the result is the
+ * the last one, through rung 23's epilogue.
+ * The products and the order of the sums are rung 19's, so the result is the
  * same, bit for bit (tests/test_tf32_tma.py).
  *
  * Measured on the H200, timed round by round against cuBLAS's TF32 GEMM
  * (benchmarks/NOTES.md, "Rung 20"): 0.98-1.11x from 4096^3 to 16384^3 in
- * every layout the copy engine takes, where rung 18 ran 0.75-1.02x.
+ * every layout the copy engine takes, where rung 19 ran 0.75-1.02x.
  *
- * Tile parameters: 128 x 256 x 32 output tile (128 rows of R, 256 of S), as rung 18's: each consumer
+ * Tile parameters: 128 x 256 x 32 output tile (128 rows of R, 256 of S), as rung 19's: each consumer
  * warpgroup owns 64 rows of R, 128 accumulators a thread, and issues one m64n256k8 a k-step of 8 from shared
  * memory, or two m64n128k8 with R from registers (one m64n256k8 there made ptxas serialize the wgmmas: it
  * reloaded the fragments of each k-step into the same four registers). A stage holds S (32 KiB) and R
@@ -57,16 +57,16 @@
  *
  * Limits: the tensor copies need 16-byte aligned matrices whose leading
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous
- * operand. Anything else runs rung 18 (the same numbers, bit for bit, but
- * where rung 18 must cut K into panels for want of workspace, or runs
+ * operand. Anything else runs rung 19 (the same numbers, bit for bit, but
+ * where rung 19 must cut K into panels for want of workspace, or runs
  * tf32_mma without one); wgmma-less devices run tf32_mma.
  * Stacks: one launch with no pack pass, every product's output tiles on
- * the persistent grid, a shared operand read where it lies (rung 22's way).
+ * the persistent grid, a shared operand read where it lies (rung 23's way).
  */
-#ifndef FASTSGEMM_LADDER_23_TF32_TMA
-#define FASTSGEMM_LADDER_23_TF32_TMA
+#ifndef FASTSGEMM_LADDER_24_TF32_TMA
+#define FASTSGEMM_LADDER_24_TF32_TMA
 
-#include "ladder/22_tf32x3_inplace.cu"  // and through it rungs 18-20: tensor maps, the orientation, the epilogue
+#include "ladder/23_tf32x3_inplace.cu"  // and through it rungs 19-21: tensor maps, the orientation, the epilogue
 
 namespace fsg {
 namespace hopper {
@@ -150,13 +150,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
         registers_up<kConsumerRegisters>();
         const int consumer = tid / 128 - 1, warp = (tid % 128) / 32, lane = tid % 32;
-        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as rung 20's
+        const int row = consumer * kWgRows + warp * 16 + lane / 4, col = lane % 4;  // as rung 21's
         int64_t at = 0;  // the tile's place in the stages' sequence
         for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
             const WorkItem w = work_item(item, tiles_r, tiles_s);
             const fsg_gemm g = slice_or_product(problem, batch, w.z);
             const int count = (int)ceil_div(g.k, kBK);
-            float acc[kSHalves][64] = {};  // summed from zero, as rung 18's: the same bits (a -0 sum included)
+            float acc[kSHalves][64] = {};  // summed from zero, as rung 19's: the same bits (a -0 sum included)
             // Across k, R's fragments come from registers, two sets, tile by tile in turn: a tile's wgmmas read
             // theirs while the next tile's are loaded into the other. `step` is written out twice (even and odd
             // tiles) so that each set stays in registers of its own. Along k there are none (products).
@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---- launcher ----
-/* This rung on one product, a batch or split-K's slices, in rung 22's
+/* This rung on one product, a batch or split-K's slices, in rung 23's
  * orientation, with tensor maps of type TF32 (the copy engine rounds).
- * *launched stays false where it declines (rung 22's orient: no k-contiguous
+ * *launched stays false where it declines (rung 23's orient: no k-contiguous
  * operand, or a matrix the copy engine cannot read). */
 inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     *launched = false;
@@ -215,7 +215,7 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     return cudaGetLastError();
 }
 
-/* Where this rung declines, rung 18's packed path: the same numbers. */
+/* Where this rung declines, rung 19's packed path: the same numbers. */
 inline cudaError_t launch_else_packed(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     const cudaError_t err = launch(g, batch, stream, launched);
     if (err != cudaSuccess || *launched) return err;
@@ -237,4 +237,4 @@ extern "C" cudaError_t fsg_tf32_tma_batch_sgemm(const fsg_gemm *g, const fsg_bat
                                             fsg_tf32_mma_sgemm);
 }
 
-#endif /* FASTSGEMM_LADDER_23_TF32_TMA */
+#endif /* FASTSGEMM_LADDER_24_TF32_TMA */
