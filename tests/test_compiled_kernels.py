@@ -28,7 +28,8 @@ import fastsgemm
 ROOT = Path(__file__).resolve().parent.parent
 ARCH = "sm_90"
 NO_STACK_FROM_RUNG = 6  # tile2d: register tiles from here on must live in registers
-FIRST_VECTORIZED_RUNG = 9  # vectorized: 128-bit global loads
+FIRST_WIDE_STORE_RUNG = 8  # widestore: 128-bit stores of D
+FIRST_VECTORIZED_RUNG = 9  # vectorized: 128-bit global loads of the tiles
 FIRST_CP_ASYNC_RUNG = 12  # doublebuffer: cp.async (LDGSTS)
 
 
@@ -223,12 +224,33 @@ def test_sass_has_the_rungs_instructions(kernel, compiled):
             f"{kernel.name} claims {claim} but its SASS has none; it has {sorted(opcodes)}")
 
 
+def vector_loads_before_last_barrier(obj):
+    """For each kernel in obj: how many 128-bit global loads (LDG.E.128) come before its last barrier, that is in
+    its k-loop, where the tiles are loaded, rather than in the epilogue after it."""
+    dump = subprocess.run([CUOBJDUMP, "-sass", str(obj)], capture_output=True, text=True)
+    assert dump.returncode == 0, dump.stderr
+    counts = {}
+    for function in re.split(r"\n\s+Function : ", dump.stdout)[1:]:
+        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", function)
+        bars = [i for i, op in enumerate(ops) if op.startswith("BAR.SYNC")]
+        counts[function.split("\n", 1)[0].strip()] = sum(
+            op.startswith("LDG.E.128") for op in ops[:bars[-1] if bars else len(ops)])
+    assert counts, "cuobjdump printed no kernels"
+    return counts
+
+
 def test_scalar_rungs_have_no_vector_global_loads(compiled):
-    """The claims can fail: rungs before vectorized must not already use 128-bit global loads."""
+    """The claims can fail: rungs before widestore use no 128-bit global access at all, and widestore's 128-bit
+    loads are its epilogue's (C, read beside D's 128-bit stores): none before its last barrier, where the tiles are
+    loaded. vectorized, the next rung, loads its tiles so (in its instantiations for aligned matrices)."""
     assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
     for k in CUDA_RUNGS:
-        if k.rung is not None and k.rung < FIRST_VECTORIZED_RUNG:
-            assert "LDG.E.128" not in sass_opcodes(compiled[k.name][1]), k.name
+        if k.rung is not None and k.rung < FIRST_WIDE_STORE_RUNG:
+            opcodes = sass_opcodes(compiled[k.name][1])
+            assert "LDG.E.128" not in opcodes and "STG.E.128" not in opcodes, k.name
+    for name, expect_tiles in (("widestore", False), ("vectorized", True)):
+        loads = vector_loads_before_last_barrier(compiled[name][1])
+        assert any(loads.values()) == expect_tiles, (name, loads)  # vectorized: its VEC instantiations
 
 
 def test_rungs_before_doublebuffer_have_no_cp_async(compiled):
