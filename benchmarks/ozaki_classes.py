@@ -1,10 +1,10 @@
 """How ozaki's time and error depend on the data (issue 47's first measurement): each input class at large sizes,
 `ozaki` and `ozaki:7` beside `tf32x3_regs` and cuBLAS FP32, in one process.
 
-    python benchmarks/ozaki_classes.py [--sizes 4096 16384] [--kernels ozaki ozaki:7 tf32x3_regs cublas]
+    python benchmarks/ozaki_classes.py [--sizes 4096 16384] [--shapes 4096x4096x16384] [--kernels ozaki ozaki:7 ...]
                                        [--classes ...] [--out benchmarks/results/ozaki-classes-h100.json]
 
-Operands are made on the GPU with torch (seeded), M = N = K = size, B standard normal unless the class says
+Operands are made on the GPU with torch (seeded), M = N = K = size (or --shapes), B standard normal unless the class says
 otherwise. The classes (A's, unless named):
   normal (A and B), uniform [0, 1) (A and B), softmax rows (of 3 x standard normal logits), exponents uniform over
   2^-40 .. 2^40 (random signs and mantissas), one outlier column (A uniform in [-1, 1), column 7 times 2^20), zero
@@ -45,48 +45,48 @@ def spread_exponents(g, rows, cols, span=40):
     return sign * mantissa * torch.exp2(exponent)
 
 
-def make_class(name, n, g):
-    """(A, B), float32 on the GPU, n x n each."""
+def make_class(name, m, n, k, g):
+    """(A, B), float32 on the GPU, A m x k and B k x n."""
     if name == "normal":
-        return normal(g, n, n), normal(g, n, n)
+        return normal(g, m, k), normal(g, k, n)
     if name == "uniform [0, 1)":
-        return torch.rand(n, n, device="cuda", generator=g), torch.rand(n, n, device="cuda", generator=g)
+        return torch.rand(m, k, device="cuda", generator=g), torch.rand(k, n, device="cuda", generator=g)
     if name == "softmax rows":
-        return torch.softmax(3.0 * normal(g, n, n), dim=1), normal(g, n, n)
+        return torch.softmax(3.0 * normal(g, m, k), dim=1), normal(g, k, n)
     if name == "exponents over 2^-40 .. 2^40":
-        return spread_exponents(g, n, n), normal(g, n, n)
+        return spread_exponents(g, m, k), normal(g, k, n)
     if name == "one column 2^20 above the rest":
-        a = torch.rand(n, n, device="cuda", generator=g) * 2.0 - 1.0
+        a = torch.rand(m, k, device="cuda", generator=g) * 2.0 - 1.0
         a[:, 7] *= 2.0**20
-        return a, normal(g, n, n)
+        return a, normal(g, k, n)
     if name == "zero rows":
-        a = normal(g, n, n)
+        a = normal(g, m, k)
         a[::3] = 0.0
-        return a, normal(g, n, n)
+        return a, normal(g, k, n)
     if name == "Inf and NaN":
-        a, b = normal(g, n, n), normal(g, n, n)
+        a, b = normal(g, m, k), normal(g, k, n)
         a[3, 10], a[40, 11], a[41, 12] = float("inf"), float("-inf"), float("nan")
         b[100, 9] = float("inf")
         return a, b
     if name == "cancellation to 2^-20":
-        third = n // 3
-        a1, b1 = normal(g, n, third), normal(g, third, n)
-        a2, b2 = normal(g, n, n - 2 * third), normal(g, n - 2 * third, n)
+        third = k // 3
+        a1, b1 = normal(g, m, third), normal(g, third, n)
+        a2, b2 = normal(g, m, k - 2 * third), normal(g, k - 2 * third, n)
         return torch.cat([a1, a1, a2 * 2.0**-20], dim=1), torch.cat([b1, -b1, b2], dim=0)
     if name == "subnormal results":
-        return normal(g, n, n, 1e-30), normal(g, n, n, 1e-10)
+        return normal(g, m, k, 1e-30), normal(g, k, n, 1e-10)
     if name == "small elements of A against large rows of B":
         # benchmarks/ozaki_model.py: A's small column meets B's large row, and their products matter.
-        a, b = normal(g, n, n), normal(g, n, n)
+        a, b = normal(g, m, k), normal(g, k, n)
         a[:, 5] *= 2.0**-50
         b[5, :] *= 2.0**50
         return a, b
     if name == "six graded outliers a row":
         # 2^50 .. 2^25 above the rest side by side: the engine's high band holds four, two stay with the rest
-        a = torch.rand(n, n, device="cuda", generator=g) * 2.0 - 1.0
+        a = torch.rand(m, k, device="cuda", generator=g) * 2.0 - 1.0
         for column, power in zip(range(7, 13), range(50, 24, -5)):
             a[:, column] *= 2.0**power
-        return a, normal(g, n, n)
+        return a, normal(g, k, n)
     raise KeyError(name)
 
 
@@ -124,7 +124,9 @@ def errors(got, exact, scale):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384], help="square sizes: M = N = K")
+    parser.add_argument("--shapes", nargs="+", default=[], metavar="MxNxK",
+                        help="other shapes, after the sizes (row 'size' holds 'MxNxK')")
     parser.add_argument("--kernels", nargs="+", default=KERNELS)
     parser.add_argument("--classes", nargs="+", default=CLASSES, choices=CLASSES)
     parser.add_argument("--repeats", type=int, default=5)
@@ -132,20 +134,22 @@ def main(argv=None):
     args = parser.parse_args(argv)
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
+    shapes = [(n, n, n, n) for n in args.sizes] + [
+        (s, *(int(x) for x in s.split("x"))) for s in args.shapes]
     try:
-        for n in args.sizes:
+        for label, m, n, k in shapes:
             g = torch.Generator(device="cuda").manual_seed(47)
             for name in args.classes:
-                a, b = make_class(name, n, g)
+                a, b = make_class(name, m, n, k, g)
                 exact = a.double() @ b.double()
                 scale = a.double().abs() @ b.double().abs()
-                out = torch.empty(n, n, device="cuda")
+                out = torch.empty(m, n, device="cuda")
                 for kernel in args.kernels:
                     out.fill_(float("nan"))
                     ms = time_ms(kernel, a, b, out, args.repeats)
-                    row = {"size": n, "class": name, "kernel": kernel, "ms": ms, **errors(out, exact, scale)}
+                    row = {"size": label, "class": name, "kernel": kernel, "ms": ms, **errors(out, exact, scale)}
                     rows.append(row)
-                    print(f"{n:6d} {name:32s} {kernel:12s} {ms:10.3f} ms  rel {row['rel_error']:.2e}  "
+                    print(f"{str(label):>16s} {name:32s} {kernel:12s} {ms:10.3f} ms  rel {row['rel_error']:.2e}  "
                           f"vs |A||B| {row['vs_abs_product']:.2e}", flush=True)
                 del a, b, exact, scale, out
                 torch.cuda.empty_cache()
