@@ -52,8 +52,9 @@ EVIDENCE = {
                  "shared-memory bank conflicts (loads and stores)", "falls: split fragments and padded rows"),
     "twostage": ("smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
                  "warps stalled at a barrier, per issue", "falls: one barrier per tile, its loads in flight"),
-    "doublebuffer": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "global load requests through registers",
-                     "falls: an operand whose layout shared memory keeps arrives by cp.async (LDGSTS), not LDG"),
+    "doublebuffer": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum", "shared-memory store wavefronts",
+                     "halves: B's tiles land by cp.async, not through registers and STS (ncu counts cp.async's "
+                     "requests among the global loads, so those do not move)"),
     "bigtile": ("smsp__inst_executed.sum", "instructions executed",
                 "falls: 128 of a k-step's 134 instructions are FMAs, where 64 of 68 were"),
     "regbuffer": ("smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio",

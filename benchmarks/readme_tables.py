@@ -58,7 +58,8 @@ def compact(value):
 
 
 def evidence_cells(path=RESULTS.parent / "evidence-h100.json"):
-    """kernel -> (what the counter counts, 'before -> this rung'), from benchmarks/evidence.py's committed run."""
+    """kernel -> (what the counter counts, 'before -> this rung'), from one of benchmarks/evidence.py's committed
+    runs."""
     if not path.exists():
         return {}
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -307,10 +308,12 @@ def simt_table(path=RESULTS.parent / "ladder-h200.json", shapes=((4096, 4096, 40
     first_tc = next(i for i, k in enumerate(kernels) if "HMMA" in k.sass or "HGMMA" in k.sass)
     simt = [k.name for k in kernels[:first_tc]]
     rows = {(r["kernel"], r["M"], r["N"], r["K"]): r for r in data["rows"] if "skipped" not in r}
+    counters = evidence_cells(RESULTS.parent / "evidence-h200-simt.json")
     head = " | ".join(f"{m}x{n}x{k} TFLOP/s | x cuBLAS | x the rung before" for m, n, k in shapes)
+    head += " | the counter its idea moves (4096^3) | before -> this rung"
     lines = [f"{data['meta']['device']['name']}, median of CUDA-event timings, random inputs "
              f"(`benchmarks/results/{path.name}` and the runs its metadata merges in):", "",
-             f"| rung | kernel | {head} |", "|---:|---|" + "---:|---:|---:|" * len(shapes)]
+             f"| rung | kernel | {head} |", "|---:|---|" + "---:|---:|---:|" * len(shapes) + "---|---|"]
     number = {k.name: k.rung for k in kernels}
     for i, name in enumerate(simt):
         cells = []
@@ -322,12 +325,16 @@ def simt_table(path=RESULTS.parent / "ladder-h200.json", shapes=((4096, 4096, 40
                 continue
             step = f"{r['gflops'] / before['gflops']:.3f}" if before else "-"
             cells += [f"{r['gflops'] / 1000:.1f}", f"{r['ratio_to_cublas']:.3f}", step]
+        cells += list(counters.get(name, ("", "")))
         lines.append(f"| {number[name]} | `{name}` | " + " | ".join(cells) + " |")
     merged = [f"{', '.join(f'`{k}`' for k in m['kernels'] if k in simt)} (`{m['source']}`)"
               for m in data["meta"].get("merged_rows", []) if any(k in simt for k in m["kernels"])]
     if merged:
         lines += ["", "Rows from runs of their own on the same GPU kind, each one's x cuBLAS against cuBLAS timed in "
                       "that run: " + "; ".join(merged) + "."]
+    if counters:
+        lines += ["", "The counters: Nsight Compute on the H200 at 4096^3 on each rung's GEMM kernel in its second call "
+                      "(`python benchmarks/evidence.py --kernels ...`, `benchmarks/results/evidence-h200-simt.json`)."]
     return "\n".join(lines)
 
 
