@@ -123,6 +123,10 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
     if merged:
         lines += ["", "Rows from runs of their own on the same GPU kind, each one's % of cuBLAS taken against cuBLAS "
                       "timed in that run: " + "; ".join(merged) + "."]
+    absent = [k.name for k in fastsgemm.kernels() if k.rung is not None and k.device == "cuda" and k.name not in shown]
+    if absent:
+        lines += ["", "Rungs added after this sweep, with no row here (their H200 figures and counters are in "
+                      "`kernels/ladder/README.md`): " + ", ".join(f"`{k}`" for k in absent) + "."]
     if evidence:
         data = json.loads((RESULTS.parent / "evidence-h100.json").read_text())
         which = data["meta"].get("profiled", "the fifth launch of the run: each rung's second call, except for tf32 "
