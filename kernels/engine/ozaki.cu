@@ -184,7 +184,7 @@ __device__ __forceinline__ bool in(const int4 &set, int k) { return k == set.x |
  * every other square. Inf and NaN join the band, so that their products are IEEE arithmetic in double beside
  * the integers; a row with more of them than the band holds leaves the integers (a NaN rounding_max). */
 template <int = 0>  // a template, so that no kernel of this file has a strong symbol of its own (as the lesson's)
-__global__ void __launch_bounds__(lesson::kScaleThreads)
+__global__ void __launch_bounds__(lesson::kScaleThreads, 4)
     scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts,
                  Band *band, unsigned long long *deferred_count) {
     if (blockIdx.x == 0 && threadIdx.x == 0) *deferred_count = 0;  // the panel's double-path list starts empty
@@ -211,6 +211,7 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
     //    near the largest, is a normal double), and how many elements are Inf or NaN.
     float largest_finite = 0.0f, nonfinite = 0.0f;
     double squares = 0.0;
+#pragma unroll 8
     for (int64_t k = k_first; k < end; k += k_step) {
         const float x = src[k * k_pitch];
         if (isfinite(x)) {
@@ -238,7 +239,8 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
     if (maybe) {
         // 2a. The largest kBand magnitudes, Inf and NaN first.
         Top mine = no_top();
-        for (int64_t k = k_first; k < end; k += k_step) {
+    #pragma unroll 8
+    for (int64_t k = k_first; k < end; k += k_step) {
             const float x = src[k * k_pitch];
             offer(mine, isfinite(x) ? fabsf(x) : INFINITY, (int)k);
         }
@@ -247,7 +249,8 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
         // 2b. The squares of the others, and the band: each candidate in turn while it is not finite or stands
         //     kBandGap above the RMS of the finite elements below it.
         double below = 0.0;
-        for (int64_t k = k_first; k < end; k += k_step) {
+    #pragma unroll 8
+    for (int64_t k = k_first; k < end; k += k_step) {
             const float x = src[k * k_pitch];
             if (isfinite(x) && !in(candidates, (int)k)) below = fma((double)x, (double)x, below);
         }
@@ -281,6 +284,7 @@ __global__ void __launch_bounds__(lesson::kScaleThreads)
 
     // 3. The rest's facts.
     double mass = 0.0, rounding_sum = 0.0, rounding_max = 0.0, rest_largest = 0.0;
+#pragma unroll 8
     for (int64_t k = k_first; k < end; k += k_step) {
         const float x = src[k * k_pitch];
         if (isfinite(x) && !in(in_band, (int)k)) {
