@@ -88,9 +88,9 @@ EVIDENCE = {
 }
 # The rung a rung's counter is read against: the one before it on the ladder, except tf32, the first wgmma rung,
 # which is read against tf32_mma, the mma.sync rung of the same math (the rung before it is tf32x3_mma), and
-# reuse, rung 14's kernel with its FFMAs reordered, which is read against it, and tf32x3_inplace, read against
-# tf32x3_regs, whose split in registers it keeps for one operand (the rung before it is ozaki, other math).
-AGAINST = {"tf32": "tf32_mma", "reuse": "regbuffer", "tf32x3_inplace": "tf32x3_regs"}
+# tf32x3_inplace, read against tf32x3_regs, whose split in registers it keeps for one operand (the rung before it
+# is ozaki, other math).
+AGAINST = {"tf32": "tf32_mma", "tf32x3_inplace": "tf32x3_regs"}
 # Rungs with no counter, and why (the README's ladder table says so under the table).
 NO_COUNTER = {"tf32_tma": "its idea (the copy engine rounds to TF32, so no pack pass) removes a kernel from the "
                           "call and leaves the GEMM kernel's counters as tf32's"}

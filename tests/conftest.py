@@ -207,7 +207,7 @@ def launched_kernels(call):
     return [e.name for e in prof.events() if e.device_type.name == "CUDA"]
 
 
-# ---- the copy-engine rungs (18 tf32x3_inplace, 20 tf32_tma): cases both test files run ----
+# ---- the copy-engine rungs (23 tf32x3_inplace, 24 tf32_tma): cases both test files run ----
 
 # Where a call goes: the copy engine takes 16-byte aligned matrices with a k-contiguous operand.
 COPY_ENGINE_CASES = ["row-major A and B", "column-major B", "column-major A and B", "column-major A, row-major B",

@@ -207,7 +207,7 @@ def test_repeated_calls_are_deterministic(kernel, rng):
 @pytest.mark.parametrize("layout_b", LAYOUTS)
 @pytest.mark.parametrize("m,n,k", [(301, 517, 133), (256, 512, 64), (64, 96, 20000)], ids=["edges", "whole-tiles", "long-k"])
 def test_reuse_gives_regbuffers_bits(layout_a, layout_b, m, n, k, rng):
-    """Rung 14 (reuse) changes only the order of rung 14's FFMAs across accumulators, never the order in which
+    """Rung 15 (reuse) changes only the order of rung 14's FFMAs across accumulators, never the order in which
     one accumulator adds its k-steps: its results must be rung 14's, bit for bit, in every layout, at the
     edges, on whole tiles and on a long K that split-K slices."""
     A, B = random_matrix(rng, m, k), random_matrix(rng, k, n)

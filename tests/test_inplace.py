@@ -1,7 +1,7 @@
-"""Rung 22, tf32x3_inplace: no pack pass, the k-contiguous operand split in place in shared memory.
+"""Rung 23, tf32x3_inplace: no pack pass, the k-contiguous operand split in place in shared memory.
 
 Its promise (kernels/ladder/23_tf32x3_inplace.cu): the split, the products and the order of the sums are rung
-15's, so with alpha 1 and beta 0 its result is tf32x3's, bit for bit, in every orientation: B column-major (B^T in
+20's, so with alpha 1 and beta 0 its result is tf32x3's, bit for bit, in every orientation: B column-major (B^T in
 shared memory), and both row-major (the product run as B^T A^T, written back transposed). Where it declines (no
 k-contiguous operand, a matrix the copy engine cannot read) rung 21's direct path runs, whose numbers are the same.
 The registry-driven suites (correctness over every layout, split-K, batches, determinism) take the rung as well.
@@ -71,7 +71,7 @@ def test_split_k_with_c_in_every_orientation(trans_a, trans_b, rng):
 def test_the_path_that_runs(case):
     """The bit-for-bit test cannot tell this rung from its fallback (they give the same numbers): the profiler
     can. The copy engine takes 16-byte aligned matrices with a k-contiguous operand; anything else goes to rung
-    16's direct path, and no call packs its operands."""
+    21's direct path, and no call packs its operands."""
     torch = pytest.importorskip("torch")
     needs_hopper()
     a, b = copy_engine_case(torch, case)

@@ -1,4 +1,4 @@
-"""Rung 21, ozaki: FP32 accuracy from exact INT8 products, on the GPU.
+"""Rung 22, ozaki: FP32 accuracy from exact INT8 products, on the GPU.
 
 Its promises (kernels/ladder/22_ozaki.cu): on random inputs an error no larger than cuBLAS FP32 SGEMM's
 (eight moduli) or within the FP32 bound (seven); rows of A and columns of B whose range it cannot represent,

@@ -178,7 +178,7 @@ def test_stacks_split_in_registers_equal_the_packed_path_bit_for_bit(kernel, pac
                                                ("tf32x3_regs:direct", None), ("tf32x3", "A and B")])
 @pytest.mark.parametrize("a_layout", ["row-major", "column-major"])
 def test_the_workspace_shows_what_is_packed(kernel, workspace, a_layout):
-    """Rung 20's idea measured by fastsgemm's own device-memory count: its pack pass packs B alone (hi and lo of
+    """Rung 21's idea measured by fastsgemm's own device-memory count: its pack pass packs B alone (hi and lo of
     its row tiles), so its workspace is B's; the direct path has none; tf32x3 packs both. A column-major A
     cannot be read by the tensor copy, and tf32x3_regs then runs tf32x3: A and B. The bit-for-bit tests cannot
     tell the two paths apart (they give the same numbers): this one does."""

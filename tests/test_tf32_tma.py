@@ -1,4 +1,4 @@
-"""Rung 23, tf32_tma: no pack pass; tensor maps of type TF32, so the copy engine rounds the operands.
+"""Rung 24, tf32_tma: no pack pass; tensor maps of type TF32, so the copy engine rounds the operands.
 
 Its promises (kernels/ladder/24_tf32_tma.cu):
 - the copy engine rounds each operand to TF32 to nearest, ties to even, as rung 19's pack pass does;

@@ -1,6 +1,6 @@
 /*
- * engine/pack.cuh: the pass that packs the operands of the wgmma rungs (14
- * tf32, 15 tf32x3) into ready tiles before the GEMM, and the launcher that
+ * engine/pack.cuh: the pass that packs the operands of the wgmma rungs (19
+ * tf32, 20 tf32x3) into ready tiles before the GEMM, and the launcher that
  * runs a GEMM kernel on them, and the dispatch between a wgmma rung and its
  * mma.sync fallback. Only files compiled for sm_90a may include it.
  */
@@ -229,11 +229,11 @@ cudaError_t launch_on_packed(Kernel kernel, size_t smem_bytes, const fsg_gemm &g
         });
 }
 
-/* The launcher of the wgmma rungs (14 tf32, 15 tf32x3): their wgmma path
+/* The launcher of the wgmma rungs (19 tf32, 20 tf32x3): their wgmma path
  * (sm90) on compute capability 9.0, the one its code is built for (sm_90a),
  * unless it declines the call (it leaves *launched false when its workspace
- * or grid cannot be had); the mma.sync rung of the same math (12 tf32_mma,
- * 13 tf32x3_mma) otherwise, which runs a batch product by product. */
+ * or grid cannot be had); the mma.sync rung of the same math (17 tf32_mma,
+ * 18 tf32x3_mma) otherwise, which runs a batch product by product. */
 inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream,
                                        cudaError_t (*sm90)(const fsg_gemm *, const fsg_batch &, cudaStream_t, bool *),
                                        cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {

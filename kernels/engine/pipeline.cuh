@@ -1,6 +1,6 @@
 /*
- * engine/pipeline.cuh: the warp-specialized block both wgmma rungs (14 tf32,
- * 15 tf32x3) run: one producer warpgroup fills a ring of shared-memory stages,
+ * engine/pipeline.cuh: the warp-specialized block both wgmma rungs (19 tf32,
+ * 20 tf32x3) run: one producer warpgroup fills a ring of shared-memory stages,
  * two consumer warpgroups do nothing but wgmma, and they meet at mbarriers
  * (full: a stage's bytes have landed; empty: its wgmmas have read it). Only
  * files compiled for sm_90a may include it.

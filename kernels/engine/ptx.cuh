@@ -1,6 +1,6 @@
 /*
- * engine/ptx.cuh: the Hopper (sm_90a) instructions the wgmma rungs (14 tf32,
- * 15 tf32x3, 16 tf32x3_regs) are built from, each wrapped once: wgmma (A from
+ * engine/ptx.cuh: the Hopper (sm_90a) instructions the wgmma rungs (19 tf32,
+ * 20 tf32x3, 21 tf32x3_regs) are built from, each wrapped once: wgmma (A from
  * shared memory or registers) and its shared-memory descriptors, mbarriers,
  * bulk and tensor copies, setmaxnreg, the TF32 conversion. Only
  * files compiled for sm_90a may include it (setup.py's FILE_ARCHS).

@@ -19,7 +19,7 @@
  * operand's matrices and results lie exactly end to end (row after row, or
  * column after column) runs as one tall or wide product, where that fits
  * the kernel's largest M or N. On the rungs that take a stack in one launch
- * (14-16, 18 and 20), odd layouts, K = 0 and a lone product still go product
+ * (19-21, 23 and 24), odd layouts, K = 0 and a lone product still go product
  * by product, and more than 65535 products (grid z) take a launch per 65535.
  * Next: rung 2 swaps the roles of x and y so a warp reads and writes
  * consecutive columns (coalescing).

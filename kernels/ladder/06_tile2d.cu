@@ -17,7 +17,7 @@
  * The engine's configuration "walked" (kernel="tile2d:walked",
  * kernels/engine/tile2d_walked.cu) is this kernel with its tiles loaded
  * through pointers moved on by a tile per step: an address-arithmetic trick,
- * not a step of the ladder (the rungs after this one load in 128-bit pieces
+ * not a step of the ladder (from rung 9 on the tiles load in 128-bit pieces
  * instead).
  * Limits: m <= 65535 * 128. Global loads are 32-bit; the fragment loads from
  * As[row][p] walk down a column of a row-major tile: scalar, strided.

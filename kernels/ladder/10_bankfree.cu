@@ -3,8 +3,8 @@
  *
  * Shared memory has 32 banks of 4 bytes; a warp's access takes as many
  * wavefronts as the most requests any one bank gets (for 128-bit accesses, per
- * quarter-warp phase of 8 threads). Nsight Compute showed rung 9 paying 40% more
- * shared-load wavefronts than necessary (268M conflicts on 671M wavefronts at
+ * quarter-warp phase of 8 threads). Nsight Compute showed 40% of rung 9's
+ * shared-load wavefronts spent on conflicts (268M on 671M wavefronts at
  * 4096^3), from two patterns, each fixed here:
  *
  *   - Fragment loads. In rung 9 a thread's 8 columns of Bs were contiguous, so

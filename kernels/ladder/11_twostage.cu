@@ -11,8 +11,8 @@
  * math on tile t and their registers written to shared memory after it, so
  * their latency hides behind the tile's math.
  *
- * Tile parameters: rung 10's, in two stages of 8 x (132 + 132) floats: 17 KiB
- * of static shared memory.
+ * Tile parameters: rung 10's, in two stages of 8 x (132 + 132) floats: 16.5
+ * KiB of static shared memory.
  * Limits: m <= 65535 * 128. Every tile passes through registers; the fragment
  * loads of a k-step wait for shared memory just before its FMAs.
  * Stacks: as rung 1, product by product, one launch each.
@@ -167,7 +167,7 @@ __device__ __forceinline__ void store4_kmajor(float *tile, int ld, int p, int x,
     }
 }
 
-/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
+/* The two-stage pipeline of this rung (rung 12 adds cp.async to it). Shared memory holds two stages of
  * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
  * fetch(k0) starts bringing the tiles at k0: global loads into registers.
  * land(stage) finishes the job: the registers are stored into `stage`

@@ -5,15 +5,15 @@
  * In rung 11 every tile passed through registers: global loads before the
  * math, stores to shared memory after it. Here an operand whose shared layout
  * is its global layout (a row-major B, a column-major A) and that is 16-byte
- * aligned comes by cp.async (sm_80+) instead: the copy engine writes shared
+ * aligned comes by cp.async (sm_80+) instead: the LSU (LDGSTS) writes shared
  * memory directly, with no instructions waiting on the data, and zero-fills
  * chunks past the matrix's edges itself (the src-size operand). The other
  * operand (a row-major A, transposed into As, or an unaligned matrix) keeps
  * rung 11's register prefetch. land(stage) now also waits for this thread's
  * copies (TwoStageTiles, below).
  *
- * Tile parameters: rung 10's, in two stages of 8 x (132 + 132) floats: 17 KiB
- * of static shared memory.
+ * Tile parameters: rung 10's, in two stages of 8 x (132 + 132) floats: 16.5
+ * KiB of static shared memory.
  * Limits: m <= 65535 * 128. The fragment loads of a k-step still wait for
  * shared memory just before its FMAs; only the SM's other block hides that.
  * Stacks: as rung 1, product by product, one launch each.
@@ -182,19 +182,12 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* cp.async of one float (cp-size 4 allows only the .ca form): for matrices
- * whose rows or columns are not 16-byte aligned. src_bytes is 4 or 0 (zero fill). */
-__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, int src_bytes) {
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
-}
-
 /* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
  * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
- * go, contiguous in shared memory as they are in global memory. With VEC (an
- * aligned16 matrix) a chunk is one 16-byte copy; otherwise four 4-byte ones.
- * Elements past the matrix's edges are not read, and are zero-filled. */
-template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Dst>
+ * go, contiguous in shared memory as they are in global memory: one 16-byte
+ * copy a chunk (the matrix is aligned16). Elements past the matrix's edges
+ * are not read, and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Dst>
 __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid, Dst &&dst) {
     using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
@@ -207,14 +200,9 @@ __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index 
         const Index left = g_across < across_extent ? along_extent - g_along : 0;  // valid elements from here
         const float *src = p + (g_across * ld + g_along);
         float *to = dst(r, c);
-        if constexpr (VEC) {
-            const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
-            // With nothing to read, point at the matrix's first element: a valid, aligned address.
-            cp_async16(to, valid > 0 ? src : p, valid * 4);
-        } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) cp_async4(to + e, e < left ? src + e : p, e < left ? 4 : 0);
-        }
+        const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+        // With nothing to read, point at the matrix's first element: a valid, aligned address.
+        cp_async16(to, valid > 0 ? src : p, valid * 4);
     }
 }
 
@@ -242,12 +230,12 @@ struct TwoStageTiles {
 
     __device__ __forceinline__ void fetch(Index k0, int stage) {
         if constexpr (kAsyncA)
-            copy_tile_async<BM, BK, THREADS, A_TRANS, true, Index>(g.a, g.lda, m, k, row0, k0, tid,
+            copy_tile_async<BM, BK, THREADS, A_TRANS, Index>(g.a, g.lda, m, k, row0, k0, tid,
                                                              [&](int r, int p) { return &As[stage][p][r]; });
         else
             fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
         if constexpr (kAsyncB)
-            copy_tile_async<BK, BN, THREADS, B_TRANS, true, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+            copy_tile_async<BK, BN, THREADS, B_TRANS, Index>(g.b, g.ldb, k, n, k0, col0, tid,
                                                              [&](int p, int c) { return &Bs[stage][p][c]; });
         else
             fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);

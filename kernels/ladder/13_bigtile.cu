@@ -18,10 +18,11 @@
  * apart; its 8 columns two groups of 4, half the tile (128 columns) apart. A
  * warp is one row of threads: its A fragments are one broadcast, its B
  * fragments 512 contiguous bytes, and no bank is asked twice (rung 10's rule).
- * Rows padded by 4 floats as in rung 10. Two stages of 16 x (132 + 260)
+ * Rows padded by 4 floats as in rung 10 (at BK = 16 a row-major A's and a
+ * column-major B's scattered stores still meet 2-way conflicts). Two stages of 16 x (132 + 260)
  * floats: 49 KiB, past the 48 KiB static limit, so shared memory is dynamic.
  * Blocks launch in plain order: rung 4's grouping measured neutral here (the
- * tiles reuse four times more per load), and its arithmetic spilled.
+ * tiles are twice rung 12's), and its arithmetic spilled.
  * Limits: m <= 65535 * 128. Big tiles are paid for whole: 4095 x 4097 makes
  * 544 of them, five rounds over 132 SMs where 4096^3 makes four, and 1000^3
  * makes 32, leaving 100 SMs idle. The fragment loads of a k-step wait for
@@ -169,19 +170,12 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* cp.async of one float (cp-size 4 allows only the .ca form): for matrices
- * whose rows or columns are not 16-byte aligned. src_bytes is 4 or 0 (zero fill). */
-__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, int src_bytes) {
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
-}
-
 /* The tile at (row0, col0) copied into shared memory by cp.async, chunk by
  * chunk: dst(r, c) is where the four elements starting at tile element (r, c)
- * go, contiguous in shared memory as they are in global memory. With VEC (an
- * aligned16 matrix) a chunk is one 16-byte copy; otherwise four 4-byte ones.
- * Elements past the matrix's edges are not read, and are zero-filled. */
-template <int ROWS, int COLS, int THREADS, bool TRANS, bool VEC, typename Index, typename Dst>
+ * go, contiguous in shared memory as they are in global memory: one 16-byte
+ * copy a chunk (the matrix is aligned16). Elements past the matrix's edges
+ * are not read, and are zero-filled. */
+template <int ROWS, int COLS, int THREADS, bool TRANS, typename Index, typename Dst>
 __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index rows, Index cols, Index row0,
                                                 Index col0, int tid, Dst &&dst) {
     using Tile = Vec4Tile<ROWS, COLS, THREADS, TRANS>;
@@ -194,18 +188,13 @@ __device__ __forceinline__ void copy_tile_async(const float *p, Index ld, Index 
         const Index left = g_across < across_extent ? along_extent - g_along : 0;  // valid elements from here
         const float *src = p + (g_across * ld + g_along);
         float *to = dst(r, c);
-        if constexpr (VEC) {
-            const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
-            // With nothing to read, point at the matrix's first element: a valid, aligned address.
-            cp_async16(to, valid > 0 ? src : p, valid * 4);
-        } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) cp_async4(to + e, e < left ? src + e : p, e < left ? 4 : 0);
-        }
+        const int valid = left >= 4 ? 4 : (left > 0 ? (int)left : 0);
+        // With nothing to read, point at the matrix's first element: a valid, aligned address.
+        cp_async16(to, valid > 0 ? src : p, valid * 4);
     }
 }
 
-/* The two-stage pipeline of this rung and the SIMT rungs after it. Shared memory holds two stages of
+/* The two-stage pipeline of rung 12 and the SIMT rungs after it. Shared memory holds two stages of
  * the k-major tiles As[stage][p][r] (A transposed) and Bs[stage][p][c].
  * fetch(k0, stage) starts bringing the tiles at k0 toward `stage`: by cp.async,
  * straight into shared memory, for an operand whose shared layout is its
@@ -229,12 +218,12 @@ struct TwoStageTiles {
 
     __device__ __forceinline__ void fetch(Index k0, int stage) {
         if constexpr (kAsyncA)
-            copy_tile_async<BM, BK, THREADS, A_TRANS, true, Index>(g.a, g.lda, m, k, row0, k0, tid,
+            copy_tile_async<BM, BK, THREADS, A_TRANS, Index>(g.a, g.lda, m, k, row0, k0, tid,
                                                              [&](int r, int p) { return &As[stage][p][r]; });
         else
             fetch_tile_vec4<BM, BK, THREADS, A_TRANS, VEC, Index>(g.a, g.lda, m, k, row0, k0, tid, a_next);
         if constexpr (kAsyncB)
-            copy_tile_async<BK, BN, THREADS, B_TRANS, true, Index>(g.b, g.ldb, k, n, k0, col0, tid,
+            copy_tile_async<BK, BN, THREADS, B_TRANS, Index>(g.b, g.ldb, k, n, k0, col0, tid,
                                                              [&](int p, int c) { return &Bs[stage][p][c]; });
         else
             fetch_tile_vec4<BK, BN, THREADS, B_TRANS, VEC, Index>(g.b, g.ldb, k, n, k0, col0, tid, b_next);

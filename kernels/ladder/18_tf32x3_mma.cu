@@ -296,7 +296,7 @@ __device__ __forceinline__ fsg_gemm opaque_operands(fsg_gemm g) {
     return g;
 }
 
-/* The kernel of this rung and rung 18. Math is the rung's policy:
+/* The kernel of rung 17 and this rung. Math is the rung's policy:
  *     typename Math::Accumulators acc;        zero-initialised per thread
  *     Math::step(acc, a, b);                  one k-step of 8: a[MT][4], b[NT][2] as raw floats
  *     Math::result(acc, mt, nt, e);           the sum for element e of mma tile (mt, nt)

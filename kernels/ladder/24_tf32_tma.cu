@@ -36,7 +36,7 @@
  *     before's wgmmas still read the other set;
  *   - where B is row-major (numpy's default), the kernel computes D^T =
  *     B^T A^T, so that S is A, and writes each result to D transposed (rung
- *     18's orientation and epilogue).
+ *     23's orientation and epilogue).
  * One product per k-step instead of rung 23's three, so the consumers keep one
  * k-tile's wgmmas in flight while they issue the next (wait_group 1): the
  * tensor cores do not wait between tiles. Persistent grid, one block per SM:

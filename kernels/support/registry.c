@@ -43,7 +43,7 @@ static const fsg_config warptile_configs[] = {
 /* The engine's thin configurations: a rung's own launcher, with the planner told to cut even a short K into
  * slices side by side (ladder.h's short_slice), as far as one wave of its blocks needs. */
 static const fsg_config tf32x3_mma_configs[] = {
-    {"thin", "rung 17's kernel with K cut into slices of 64 or more side by side, then summed in order, as far as "
+    {"thin", "rung 18's kernel with K cut into slices of 64 or more side by side, then summed in order, as far as "
      "one wave of its 64 x 64 blocks needs: for thin results (a few rows or columns, as a small batch through a "
      "layer), whose few blocks would each walk the whole K",
      fsg_tf32x3_mma_sgemm, GRID_Y_LIMIT(64), {.tile_m = 64, .tile_n = 64, .blocks_per_sm = 2, .short_slice = 64}},
@@ -255,7 +255,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 15,
         .name = "reuse",
-        .idea = "rung 13 with its FFMAs written in 2 x 2 blocks walked in a snake, so that "
+        .idea = "rung 14 with its FFMAs written in 2 x 2 blocks walked in a snake, so that "
                 "their operands come from the register reuse cache and fewer wait on the register banks",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/ladder/15_reuse.cu",
@@ -332,7 +332,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 21,
         .name = "tf32x3_regs",
-        .idea = "rung 19 with A split in the consumers' registers, read raw by tensor copies: only B is packed "
+        .idea = "rung 20 with A split in the consumers' registers, read raw by tensor copies: only B is packed "
                 "(tf32x3 where A cannot be read so; tf32x3_mma where wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
         .source = "kernels/ladder/21_tf32x3_regs.cu",
@@ -363,7 +363,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 23,
         .name = "tf32x3_inplace",
-        .idea = "rung 20 with no pack pass: both operands raw by tensor copies, the k-contiguous one split in place "
+        .idea = "rung 21 with no pack pass: both operands raw by tensor copies, the k-contiguous one split in place "
                 "in shared memory, the other in registers, B^T A^T where that one is A (tf32x3_regs:direct where "
                 "neither is k-contiguous or aligned; tf32x3_mma where wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
@@ -378,7 +378,7 @@ const fsg_rung fsg_rungs[] = {
     {
         .number = 24,
         .name = "tf32_tma",
-        .idea = "rung 18 with no pack pass: tensor maps of type TF32, so the copy engine rounds each operand to "
+        .idea = "rung 19 with no pack pass: tensor maps of type TF32, so the copy engine rounds each operand to "
                 "nearest as it lands; wgmma reads a k-contiguous operand from shared memory and the other from "
                 "registers where its k is not contiguous, B^T A^T where B is row-major (tf32 where neither is "
                 "k-contiguous or aligned; tf32_mma where wgmma is not had)",

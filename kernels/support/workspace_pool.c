@@ -1,5 +1,5 @@
 /*
- * workspace_pool.c: not a rung. The memory the wgmma rungs (14 tf32, 15
+ * workspace_pool.c: not a rung. The memory the wgmma rungs (19 tf32, 20
  * tf32x3) pack their operands into comes from one stream-ordered memory pool
  * per device, made on first use and kept for the life of the process. The
  * device's default pool hands its free memory back to the driver at every
