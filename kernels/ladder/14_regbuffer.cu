@@ -18,8 +18,9 @@
  * warp is one row of threads: its A fragments are one broadcast, its B
  * fragments 512 contiguous bytes, and no bank is asked twice (rung 10's rule).
  * Rows padded by 4 floats as in rung 10 (at BK = 16 a row-major A's and a
- * column-major B's scattered stores still meet 2-way conflicts). Two stages of 16 x (132 + 260)
- * floats: 49 KiB, past the 48 KiB static limit, so shared memory is dynamic.
+ * column-major B's scattered stores still meet 2-way conflicts). Two stages
+ * of 16 x (132 + 260) floats: 49 KiB, past the 48 KiB static limit, so
+ * shared memory is dynamic.
  * Blocks launch in plain order: rung 4's grouping measured neutral here (the
  * tiles are twice rung 12's), and its arithmetic spilled.
  * Limits: m <= 65535 * 128. Big tiles are paid for whole: 4095 x 4097 makes
