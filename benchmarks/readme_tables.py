@@ -68,18 +68,37 @@ def evidence_cells(path=RESULTS.parent / "evidence-h100.json"):
     data = json.loads(path.read_text())
     values = {r["kernel"]: r["metrics"] for r in data["rows"]}
     cells = {}
+    ladder = [k.name for k in fastsgemm.kernels() if k.rung is not None and k.device == "cuda"]
     for name, ev in data["meta"]["evidence"].items():
         if name not in values:
             continue
         before = evidence.against(name)
         # A rung added after the committed run has no counters: read against the nearest earlier rung that has them.
-        ladder = [k.name for k in fastsgemm.kernels() if k.rung is not None and k.device == "cuda"]
         while before is not None and before not in values and ladder.index(before) > 0:
             before = ladder[ladder.index(before) - 1]
         after = compact(evidence.value_of(ev["counter"], values[name]))
         was = compact(evidence.value_of(ev["counter"], values[before])) if before in values else None
         cells[name] = (ev["what"], f"{was} (`{before}`) -> {after}" if was else after)
     return cells
+
+
+def merged_rows_note(meta, rows, ratio):
+    """The sentence that names the rows merged into a sweep from runs of their own (meta["merged_rows"]), among the
+    rows shown: their `ratio` to cuBLAS is to the cuBLAS of that run, not to the table's cuBLAS row. Empty where
+    none is shown."""
+    merged = []
+    for m in meta.get("merged_rows", []):
+        names = [k for k in m["kernels"] if any(r["kernel"] == k for r in rows)]
+        if not names:
+            continue
+        timing = {(r["repeats"], r["warmup"]) for r in rows if r["kernel"] in names}
+        how = "".join(f"; median of {n} after {w} warm-ups" for n, w in sorted(timing)
+                      if (n, w) != (meta["repeats"], meta["warmup"]))
+        merged.append(f"{', '.join(f'`{k}`' for k in names)} (`{m['source']}`{how})")
+    if not merged:
+        return []
+    return ["", f"Rows from runs of their own on the same GPU kind, each one's {ratio} taken against cuBLAS timed in "
+                "that run: " + "; ".join(merged) + "."]
 
 
 def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
@@ -108,21 +127,8 @@ def ladder_table(path=RESULTS, shape=(4096, 4096, 4096)):
         what, change = evidence.get(r["kernel"], ("", ""))
         lines.append(f"| `{r['kernel']}` | {r['gflops']:,.0f} | {100 * r['ratio_to_cublas']:.1f} | "
                      f"{r.get('sm_clock_mhz') or '-'} | {peak} | {what} | {change} |")
-    # Rows merged in from runs of their own (meta["merged_rows"]): say so, since their % of cuBLAS is to the
-    # cuBLAS of that run, not to the cuBLAS row above.
     shown = {r["kernel"] for r in picked}
-    merged = []
-    for m in meta.get("merged_rows", []):
-        names = [k for k in m["kernels"] if k in shown]
-        if not names:
-            continue
-        timing = {(r["repeats"], r["warmup"]) for r in picked if r["kernel"] in names}
-        how = "".join(f"; median of {n} after {w} warm-ups" for n, w in sorted(timing)
-                      if (n, w) != (meta["repeats"], meta["warmup"]))
-        merged.append(f"{', '.join(f'`{k}`' for k in names)} (`{m['source']}`{how})")
-    if merged:
-        lines += ["", "Rows from runs of their own on the same GPU kind, each one's % of cuBLAS taken against cuBLAS "
-                      "timed in that run: " + "; ".join(merged) + "."]
+    lines += merged_rows_note(meta, picked, "% of cuBLAS")
     absent = [k.name for k in fastsgemm.kernels() if k.rung is not None and k.device == "cuda" and k.name not in shown]
     if absent:
         lines += ["", "Rungs added after this sweep, with no row here (their H200 figures and counters are in "
@@ -331,11 +337,8 @@ def simt_table(path=RESULTS.parent / "ladder-h200.json", shapes=((4096, 4096, 40
             cells += [f"{r['gflops'] / 1000:.1f}", f"{r['ratio_to_cublas']:.3f}", step]
         cells += list(counters.get(name, ("", "")))
         lines.append(f"| {number[name]} | `{name}` | " + " | ".join(cells) + " |")
-    merged = [f"{', '.join(f'`{k}`' for k in m['kernels'] if k in simt)} (`{m['source']}`)"
-              for m in data["meta"].get("merged_rows", []) if any(k in simt for k in m["kernels"])]
-    if merged:
-        lines += ["", "Rows from runs of their own on the same GPU kind, each one's x cuBLAS against cuBLAS timed in "
-                      "that run: " + "; ".join(merged) + "."]
+    lines += merged_rows_note(data["meta"], [r for r in rows.values() if r["kernel"] in simt and
+                                             (r["M"], r["N"], r["K"]) in shapes], "x cuBLAS")
     if counters:
         lines += ["", "The counters: Nsight Compute on the H200 at 4096^3 on each rung's GEMM kernel in its second call "
                       "(`python benchmarks/evidence.py --kernels ...`, `benchmarks/results/evidence-h200-simt.json`)."]
