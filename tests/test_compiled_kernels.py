@@ -207,10 +207,14 @@ def test_no_hopper_kernel_is_compiled_into_two_objects(compiled):
     assert not twice, f"{len(twice)} kernels in more than one object, e.g. {list(twice.items())[:3]}"
 
 
+# An instruction's opcode in `cuobjdump -sass` (after its address and any predicate).
+OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
 def sass_opcodes(obj):
     dump = subprocess.run([CUOBJDUMP, "-sass", str(obj)], capture_output=True, text=True)
     assert dump.returncode == 0, dump.stderr
-    opcodes = set(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", dump.stdout))
+    opcodes = set(OPCODE.findall(dump.stdout))
     assert opcodes, "cuobjdump printed no instructions"
     return opcodes
 
@@ -231,7 +235,7 @@ def vector_loads_before_last_barrier(obj):
     assert dump.returncode == 0, dump.stderr
     counts = {}
     for function in re.split(r"\n\s+Function : ", dump.stdout)[1:]:
-        ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", function)
+        ops = OPCODE.findall(function)
         bars = [i for i, op in enumerate(ops) if op.startswith("BAR.SYNC")]
         counts[function.split("\n", 1)[0].strip()] = sum(
             op.startswith("LDG.E.128") for op in ops[:bars[-1] if bars else len(ops)])
