@@ -40,7 +40,9 @@ FILE_ARCHS = {"kernels/ladder/19_tf32.cu": "90a", "kernels/ladder/20_tf32x3.cu":
               "kernels/ladder/23_tf32x3_inplace.cu": "90a", "kernels/ladder/24_tf32_tma.cu": "90a",
               "kernels/engine/tf32x3_direct.cu": "90a", "kernels/engine/tf32x3_regs_direct.cu": "90a",
               "kernels/engine/tf32x3_128x64.cu": "90a", "kernels/engine/tf32x3_regs_4steps.cu": "90a",
-              "kernels/engine/ozaki.cu": "90a"}
+              "kernels/engine/ozaki.cu": "90a", "kernels/engine/tf32.cu": "90a", "kernels/engine/tf32x3.cu": "90a",
+              "kernels/engine/tf32x3_regs.cu": "90a", "kernels/engine/tf32x3_inplace.cu": "90a",
+              "kernels/engine/tf32_tma.cu": "90a"}
 
 # Hidden by default: the module exports PyInit__sgemm alone (PyMODINIT_FUNC marks it), so none of its helpers can
 # clash with, or be bound to, another library's symbols of the same name in the process.

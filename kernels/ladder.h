@@ -159,8 +159,9 @@ typedef struct fsg_rung {
 extern const fsg_rung fsg_rungs[];
 extern const int fsg_rung_count;
 
-/* The launchers, one per rung (kernels/ladder/NN_<name>.cu; the cpu rung and
- * the cuBLAS yardsticks in kernels/support/). */
+/* The launchers, one per rung: kernel="<name>" (kernels/ladder/NN_<name>.cu for
+ * rungs 1-18; the engine's for rungs 19-24, kernels/engine/<name>.cu; the cpu
+ * rung and the cuBLAS yardsticks in kernels/support/). */
 cudaError_t fsg_cpu_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_naive_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_coalesced_sgemm(const fsg_gemm *g, cudaStream_t stream);
@@ -183,7 +184,7 @@ cudaError_t fsg_tf32x3_mma_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream); /* the engine's (kernels/engine/ozaki.cu) */
+cudaError_t fsg_ozaki_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_cublas_sgemm(const fsg_gemm *g, cudaStream_t stream);
@@ -201,7 +202,13 @@ cudaError_t fsg_tf32x3_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_tf32x3_regs_direct_sgemm(const fsg_gemm *g, cudaStream_t stream);
 cudaError_t fsg_ozaki_7_sgemm(const fsg_gemm *g, cudaStream_t stream);
-cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream); /* rung 22's own */
+/* The lessons of rungs 19-24 (kernels/ladder/NN_<name>.cu), kernel="<name>:lesson". */
+cudaError_t fsg_tf32_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_regs_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32x3_inplace_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream);
+cudaError_t fsg_tf32_tma_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream);
 
 /* The launchers that run a batch in one launch (registry.c names each beside its rung). */
 cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream);

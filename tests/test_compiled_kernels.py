@@ -78,10 +78,13 @@ CUDA_RUNGS = [k for k in fastsgemm.kernels() if k.source.endswith(".cu")]
 pytestmark = [pytest.mark.compiler, pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")]
 
 
-# The engine's files that hold configurations of rungs (kernels/engine/*.cu): checked as the rungs' own files are.
-ENGINE_SOURCES = sorted({c.source for k in CUDA_RUNGS for c in k.configs if c.source != k.source})
-# What the per-file checks run on: each rung by name, each engine file by its path.
-FILES = [k.name for k in CUDA_RUNGS] + ENGINE_SOURCES
+# The files that hold configurations of rungs, other than the rung's own file: the engine's (kernels/engine/*.cu),
+# and the lessons of the rungs whose kernel=<name> is the engine's (kernel="<name>:lesson", kernels/ladder/): checked
+# as the rungs' own files are.
+OTHER_SOURCES = sorted({c.source for k in CUDA_RUNGS for c in k.configs if c.source != k.source})
+LESSONS = {k.name: c.source for k in CUDA_RUNGS for c in k.configs if c.name == "lesson"}
+# What the per-file checks run on: each rung by name, each other file by its path.
+FILES = [k.name for k in CUDA_RUNGS] + OTHER_SOURCES
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +92,7 @@ def compiled(tmp_path_factory):
     """rung name or engine file -> (ptxas report, object file), each compiled once."""
     out_dir = tmp_path_factory.mktemp("sass")
     results = {}
-    for name, source in [(k.name, k.source) for k in CUDA_RUNGS] + [(s, s) for s in ENGINE_SOURCES]:
+    for name, source in [(k.name, k.source) for k in CUDA_RUNGS] + [(s, s) for s in OTHER_SOURCES]:
         obj = out_dir / (source.removeprefix("kernels/").replace("/", "_").removesuffix(".cu") + ".o")
         command = [NVCC, *nvcc_flags(), arch_flag(source), "-Xptxas", "-v", "-I", str(ROOT / "kernels"), "-c",
                    str(ROOT / source), "-o", str(obj)]
@@ -100,8 +103,10 @@ def compiled(tmp_path_factory):
 
 
 def test_engine_files_are_found():
-    """warptile's other shapes live in the engine (kernels/engine/warptile.cu): the list above is not empty."""
-    assert "kernels/engine/warptile.cu" in ENGINE_SOURCES
+    """warptile's other shapes live in the engine (kernels/engine/warptile.cu), and the lessons of rungs 19-24 in
+    the ladder: the lists above are not empty."""
+    assert "kernels/engine/warptile.cu" in OTHER_SOURCES
+    assert LESSONS.get("tf32x3") == "kernels/ladder/20_tf32x3.cu" and set(LESSONS.values()) <= set(OTHER_SOURCES)
 
 
 RUNG_NUMBER = {k.name: k.rung for k in CUDA_RUNGS}
@@ -165,7 +170,7 @@ def test_no_launcher_is_defined_twice(compiled):
 def kernels_by_object(compiled, hopper):
     """{kernel: [objects]} over the objects built for sm_90a (hopper) or for the default targets (not hopper)."""
     assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
-    sources = {k.name: k.source for k in CUDA_RUNGS} | {s: s for s in ENGINE_SOURCES}
+    sources = {k.name: k.source for k in CUDA_RUNGS} | {s: s for s in OTHER_SOURCES}
     where = {}
     for name, (_, obj) in compiled.items():
         if (sources[name] in setup_constant("FILE_ARCHS")) != hopper:
@@ -226,6 +231,16 @@ def test_sass_has_the_rungs_instructions(kernel, compiled):
     for claim in kernel.sass:
         assert any(op == claim or op.startswith(claim + ".") for op in opcodes), (
             f"{kernel.name} claims {claim} but its SASS has none; it has {sorted(opcodes)}")
+
+
+@pytest.mark.parametrize("name", sorted(LESSONS))
+def test_a_lesson_has_its_rungs_instructions(name, compiled):
+    """Where kernel=<name> is the engine's copy, the lesson (kernel="<name>:lesson") compiles to the instructions
+    the rung claims too."""
+    assert CUOBJDUMP is not None, "cuobjdump not found: install the test extras (pip install '.[test]')"
+    opcodes = sass_opcodes(compiled[LESSONS[name]][1])
+    claims = next(k.sass for k in CUDA_RUNGS if k.name == name)
+    assert claims and all(any(op == c or op.startswith(c + ".") for op in opcodes) for c in claims), (name, claims)
 
 
 def vector_loads_before_last_barrier(obj):

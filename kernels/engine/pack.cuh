@@ -37,6 +37,12 @@ __device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
     lo = round_tf32(x - __uint_as_float(hi));
 }
 
+/* The split product's sum: the main term plus the corrections, except where the main term is Inf or NaN, which
+ * is then the answer (rung 18's header says why). */
+__device__ __forceinline__ float combine(float main, float corrections) {
+    return isfinite(main) ? main + corrections : main;
+}
+
 /* One operand for the pack kernel: `rows` rows (m for A, n for B) of `depth`
  * k, stored with k contiguous (along_k: element (row, k) at src[row * ld +
  * k]) or rows contiguous (src[k * ld + row]), packed into `tiles` tiles

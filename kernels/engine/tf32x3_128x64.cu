@@ -13,7 +13,7 @@
  * Stacks as the lesson's: every product packed in one pass, the product on grid
  * z; rung 18 (tf32x3_mma) where this path declines, as in the lesson.
  */
-#include "ladder/20_tf32x3.cu"  // the kernel (its BN), launch_on_packed, the fallback's launcher
+#include "engine/tf32x3.cuh"  // the kernel (its BN), launch_on_packed
 
 /* 128 x 64 block tiles: twice the blocks, for problems near 1024^3 whose
  * 128 x 128 tiles leave half the H100's SMs idle. */

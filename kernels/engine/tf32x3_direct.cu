@@ -33,12 +33,21 @@
  * but the producer waited out a load's latency every tile and ran the whole
  * kernel at 31-33 TFLOP/s whatever the shape (benchmarks/NOTES.md). */
 
-#include "ladder/20_tf32x3.cu"  // the consumers (consume_stages), the block shape, rung 18's launcher
+#include "engine/simt.cuh"     // cp.async and the bounds-checked tile copy
+#include "engine/tf32x3.cuh"   // the consumers (consume_stages), the block shape
 #include "engine/direct.cuh"    // the producers' split
 
 namespace fsg {
 namespace hopper {
 namespace tf32x3 {
+
+// The SIMT engine's copies (engine/simt.cuh): 16-byte cp.async where a tile is inside an aligned matrix.
+using engine::aligned16;
+using engine::copy_tile_async;
+using engine::cp_async16;
+using engine::cp_async_commit;
+using engine::cp_async_wait;
+using engine::Vec4Tile;
 
 using direct::kDirectConsumerRegisters;
 using direct::kDirectProducerRegisters;

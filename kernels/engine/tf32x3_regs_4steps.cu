@@ -12,7 +12,7 @@
  * lesson's, so are the numbers. Where the tensor copy cannot read A, rung 20
  * runs, and tf32x3_mma where wgmma cannot, as in the lesson.
  */
-#include "ladder/21_tf32x3_regs.cu"  // the kernel (its STEPS_AT_ONCE), launch_else_tf32x3, the fallback's launcher
+#include "engine/tf32x3_regs.cuh"  // the kernel (its STEPS_AT_ONCE), launch_else_tf32x3
 
 extern "C" cudaError_t fsg_tf32x3_regs_4steps_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg_tf32x3_regs_4steps_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);

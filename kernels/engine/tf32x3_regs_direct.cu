@@ -21,12 +21,21 @@
  * (kernels/engine/tf32x3_direct.cu).
  */
 
-#include "ladder/21_tf32x3_regs.cu"  // the consumers' split of A in registers, the sums, the epilogue
+#include "engine/simt.cuh"         // cp.async and the bounds-checked tile copy
+#include "engine/tf32x3_regs.cuh"  // the consumers' split of A in registers, the sums, the epilogue
 #include "engine/direct.cuh"         // the producers' split of B
 
 namespace fsg {
 namespace hopper {
 namespace tf32x3_regs {
+
+// The SIMT engine's copies (engine/simt.cuh): 16-byte cp.async where a tile is inside an aligned matrix.
+using engine::aligned16;
+using engine::copy_tile_async;
+using engine::cp_async16;
+using engine::cp_async_commit;
+using engine::cp_async_wait;
+using engine::Vec4Tile;
 
 constexpr int kDirectBN = 64;
 constexpr int kDirectStages = 3;  // B hi and lo, split by the producers, read by wgmma
@@ -189,7 +198,7 @@ __global__ void __launch_bounds__(kDirectThreads, 1)
                 for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
             }
             store_slice<BN>(g, (int64_t)w.tile_m * kBM + consumer * kWgRows, (int64_t)w.tile_n * BN,
-                            [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+                            [&](int i) { return combine(main[i], corr[i]); });
         }
     }
 }

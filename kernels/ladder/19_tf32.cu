@@ -66,7 +66,9 @@
 #include "ladder/18_tf32x3_mma.cu"  // the ladder so far; this rung calls rung 17 only through its launcher
 
 namespace fsg {
-namespace hopper {
+namespace lesson {
+using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
+
 namespace tf32 {
 
 // ---- tile parameters ----
@@ -149,18 +151,16 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
 }
 
 }  // namespace tf32
-}  // namespace hopper
+}  // namespace lesson
 }  // namespace fsg
 
 // ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+/* Registered as kernel="tf32:lesson": one product at a time (a stack runs product by product). kernel="tf32"
+ * runs the engine's copy of this code (kernels/engine/tf32.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
-extern "C" cudaError_t fsg_tf32_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-/* A batch: the products on grid z, every product's operands packed in one pass. */
-extern "C" cudaError_t fsg_tf32_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32::launch, fsg_tf32_mma_sgemm);
+extern "C" cudaError_t fsg_tf32_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32::launch,
+                                            fsg_tf32_mma_sgemm);
 }
 #endif
 

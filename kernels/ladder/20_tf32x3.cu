@@ -62,7 +62,9 @@
 #include "ladder/19_tf32.cu"  // and through it rung 18's split and its sum (combine), rung 12's cp.async
 
 namespace fsg {
-namespace hopper {
+namespace lesson {
+using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
+
 namespace tf32x3 {
 
 // ---- tile parameters ----
@@ -181,19 +183,16 @@ cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t strea
 }
 
 }  // namespace tf32x3
-}  // namespace hopper
+}  // namespace lesson
 }  // namespace fsg
 
-// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+/* Registered as kernel="tf32x3:lesson": one product at a time (a stack runs product by product). kernel="tf32x3"
+ * runs the engine's copy of this code (kernels/engine/tf32x3.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
-/* 128 x 128 block tiles: the rung's own configuration. */
-extern "C" cudaError_t fsg_tf32x3_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32x3_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-/* A batch, in each configuration: the products on grid z, every product's operands packed in one pass. */
-extern "C" cudaError_t fsg_tf32x3_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3::launch<128>, fsg_tf32x3_mma_sgemm);
+extern "C" cudaError_t fsg_tf32x3_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3::launch<128>,
+                                            fsg_tf32x3_mma_sgemm);
 }
 #endif
 

@@ -61,7 +61,9 @@
 #include "ladder/20_tf32x3.cu"  // and through it rungs 18-19: the split, the sum, the pipeline, the pack pass
 
 namespace fsg {
-namespace hopper {
+namespace lesson {
+using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
+
 namespace tf32x3_regs {
 
 // ---- tile parameters ----
@@ -294,19 +296,15 @@ cudaError_t launch_else_tf32x3(const fsg_gemm *g, const fsg_batch &batch, cudaSt
 }
 
 }  // namespace tf32x3_regs
-}  // namespace hopper
+}  // namespace lesson
 }  // namespace fsg
 
-// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+/* Registered as kernel="tf32x3_regs:lesson": one product at a time (a stack runs product by product). kernel="tf32x3_regs"
+ * runs the engine's copy of this code (kernels/engine/tf32x3_regs.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
-extern "C" cudaError_t fsg_tf32x3_regs_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32x3_regs_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-/* A batch: the products on grid z, every product's B packed in one pass (a shared B once). */
-extern "C" cudaError_t fsg_tf32x3_regs_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    using fsg::hopper::tf32x3_regs::launch_else_tf32x3;
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, launch_else_tf32x3<fsg::hopper::tf32x3_regs::kStepsAtOnce>,
+extern "C" cudaError_t fsg_tf32x3_regs_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3_regs::launch_else_tf32x3<fsg::lesson::tf32x3_regs::kStepsAtOnce>,
                                             fsg_tf32x3_mma_sgemm);
 }
 #endif

@@ -704,7 +704,7 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
  * kernel="ozaki:lesson"; kernel="ozaki" runs the engine's scheme (kernels/engine/ozaki.cu). */
 extern "C" cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::hopper::ozaki::launch<8>,
-                                            fsg_tf32x3_sgemm);
+                                            fsg_tf32x3_lesson_sgemm);
 }
 #endif
 

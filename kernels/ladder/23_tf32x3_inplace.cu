@@ -67,7 +67,9 @@
 #include "ladder/21_tf32x3_regs.cu"  // and through it rungs 18-20: the split, the sums, the pipeline, tensor maps
 
 namespace fsg {
-namespace hopper {
+namespace lesson {
+using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
+
 namespace tf32x3_inplace {
 
 // ---- tile parameters ----
@@ -450,28 +452,16 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     return launch_err != cudaSuccess ? launch_err : last;
 }
 
-/* Where this rung declines, rung 21's direct path (the engine's, kernels/engine/tf32x3_regs_direct.cu, through
- * its launcher, which runs tf32x3_mma itself where it declines in turn): no pack pass either, the same numbers. */
-inline cudaError_t launch_else_direct(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
-    const cudaError_t err = launch(g, batch, stream, launched);
-    if (err != cudaSuccess || *launched) return err;
-    *launched = true;
-    return fsg_tf32x3_regs_direct_batch_sgemm(g, &batch, stream);
-}
-
 }  // namespace tf32x3_inplace
-}  // namespace hopper
+}  // namespace lesson
 }  // namespace fsg
 
-// ---- launchers (compiled with this file, not where a later rung includes it for its code) ----
+// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+/* Registered as kernel="tf32x3_inplace:lesson": one product at a time (a stack runs product by product). kernel="tf32x3_inplace"
+ * runs the engine's copy of this code (kernels/engine/tf32x3_inplace.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
-extern "C" cudaError_t fsg_tf32x3_inplace_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32x3_inplace_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-/* A batch: every product's output tiles on one persistent grid, a shared operand read where it lies. */
-extern "C" cudaError_t fsg_tf32x3_inplace_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32x3_inplace::launch_else_direct,
+extern "C" cudaError_t fsg_tf32x3_inplace_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3_inplace::launch,
                                             fsg_tf32x3_mma_sgemm);
 }
 #endif

@@ -69,7 +69,9 @@
 #include "ladder/23_tf32x3_inplace.cu"  // and through it rungs 19-21: tensor maps, the orientation, the epilogue
 
 namespace fsg {
-namespace hopper {
+namespace lesson {
+using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
+
 namespace tf32_tma {
 
 // ---- tile parameters ----
@@ -223,17 +225,14 @@ inline cudaError_t launch_else_packed(const fsg_gemm *g, const fsg_batch &batch,
 }
 
 }  // namespace tf32_tma
-}  // namespace hopper
+}  // namespace lesson
 }  // namespace fsg
 
-// ---- launchers ----
-extern "C" cudaError_t fsg_tf32_tma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg_tf32_tma_batch_sgemm(g, &fsg::hopper::kOneProduct, stream);
-}
-
-/* A batch: every product's output tiles on one persistent grid, a shared operand read where it lies. */
-extern "C" cudaError_t fsg_tf32_tma_batch_sgemm(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, batch, stream, fsg::hopper::tf32_tma::launch_else_packed,
+// ---- launcher ----
+/* Registered as kernel="tf32_tma:lesson": one product at a time (a stack runs product by product). kernel="tf32_tma"
+ * runs the engine's copy of this code (kernels/engine/tf32_tma.cu), with stacks in one launch. */
+extern "C" cudaError_t fsg_tf32_tma_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32_tma::launch_else_packed,
                                             fsg_tf32_mma_sgemm);
 }
 

@@ -40,6 +40,14 @@ static const fsg_config warptile_configs[] = {
  * normal data, is three times cuBLAS's at a small output, where the planner's slices of 512 keep it within 2x). */
 #define WHOLE_K(TILE_M, TILE_N, PER_SM) .fill = {(TILE_M), (TILE_N), (PER_SM), 0, true}
 
+/* The tensor-core lessons past mma.sync (rungs 19-24): kernel="<rung>" runs the engine's copy of the code, in
+ * kernels/engine/ (with stacks in one launch, K panels and the fallbacks), and kernel="<rung>:lesson" the lesson's
+ * file as it stands, which auto never runs. */
+#define LESSON(NAME, NUMBER, TILE_M, TILE_N, MAX_TILE, LAUNCH)                                                         \
+    {"lesson", "the lesson's own code, one product a launch; kernel=\"" NAME "\" runs the engine's copy of it, "     \
+     "which may move on as the engine gets faster", LAUNCH, GRID_Y_LIMIT(MAX_TILE), FILL(TILE_M, TILE_N, 1),         \
+     .source = "kernels/ladder/" NUMBER "_" NAME ".cu",                                                               \
+     .not_for_auto = "a lesson: kernel=\"" NAME "\" is the engine's copy of its code, with stacks in one launch"}
 /* The engine's thin configurations: a rung's own launcher, with the planner told to cut even a short K into
  * slices side by side (ladder.h's short_slice), as far as one wave of its blocks needs. */
 static const fsg_config tf32x3_mma_configs[] = {
@@ -58,6 +66,7 @@ static const fsg_config tf32x3_configs[] = {
      "result and a long K (tf32x3_mma where wgmma is not had)",
      fsg_tf32x3_direct_sgemm, GRID_Y_LIMIT(64), FILL(128, 64, 1), fsg_tf32x3_direct_batch_sgemm,
      .source = "kernels/engine/tf32x3_direct.cu"},
+    LESSON("tf32x3", "20", 128, 128, 64, fsg_tf32x3_lesson_sgemm),
 };
 
 static const fsg_config tf32x3_regs_configs[] = {
@@ -69,20 +78,24 @@ static const fsg_config tf32x3_regs_configs[] = {
      "(tf32x3 where A cannot be read by tensor copies; tf32x3_mma where wgmma is not had)",
      fsg_tf32x3_regs_4steps_sgemm, GRID_Y_LIMIT(64), FILL(128, 128, 1), fsg_tf32x3_regs_4steps_batch_sgemm,
      .source = "kernels/engine/tf32x3_regs_4steps.cu"},
+    LESSON("tf32x3_regs", "21", 128, 128, 64, fsg_tf32x3_regs_lesson_sgemm),
 };
 
 static const fsg_config ozaki_configs[] = {
     {"7", "seven moduli, not eight: an eighth less INT8 work, 8 bits fewer between the scaled operands, so more "
      "outputs leave the integers for double; never auto's (tf32x3 where INT8 wgmma is not had)",
-     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32",
-     .source = "kernels/engine/ozaki.cu"},
+     fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32"},
     {"lesson", "the lesson's scheme: rows scaled by their largest element, a row whose rounding weighs too much "
      "computed whole in double, so its speed depends on the data (tf32x3 where INT8 wgmma is not had)",
-     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), WHOLE_K(128, 256, 1),
+     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), WHOLE_K(128, 256, 1), .source = "kernels/ladder/22_ozaki.cu",
      .not_for_auto = "its speed depends on the data: a row whose rounding weighs too much runs whole as dot "
                      "products in double (70-100x slower on softmax rows, spread exponents, one outlier column)"},
 };
 
+static const fsg_config tf32_configs[] = {LESSON("tf32", "19", 128, 256, 128, fsg_tf32_lesson_sgemm)};
+static const fsg_config tf32x3_inplace_configs[] = {
+    LESSON("tf32x3_inplace", "23", 128, 128, 64, fsg_tf32x3_inplace_lesson_sgemm)};
+static const fsg_config tf32_tma_configs[] = {LESSON("tf32_tma", "24", 128, 256, 128, fsg_tf32_tma_lesson_sgemm)};
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
 
 const fsg_rung fsg_rungs[] = {
@@ -307,12 +320,13 @@ const fsg_rung fsg_rungs[] = {
         .idea = "Hopper's wgmma on operands packed into TF32 tiles first, fed by bulk copies to warp-specialized "
                 "blocks (tf32_mma elsewhere)",
         .device = FSG_DEVICE_CUDA,
-        .source = "kernels/ladder/19_tf32.cu",
+        .source = "kernels/engine/tf32.cu",
         .launch = fsg_tf32_sgemm,
         .sass = "HGMMA",
         .precision = "tf32",
         .max_dim = GRID_Y_LIMIT(128),
         FILL(128, 256, 1),
+        CONFIGS(tf32_configs),
         .launch_batch = fsg_tf32_batch_sgemm,
     },
     {
@@ -320,7 +334,7 @@ const fsg_rung fsg_rungs[] = {
         .name = "tf32x3",
         .idea = "the three-product split on Hopper's wgmma: FP32 accuracy at tensor-core speed (tf32x3_mma elsewhere)",
         .device = FSG_DEVICE_CUDA,
-        .source = "kernels/ladder/20_tf32x3.cu",
+        .source = "kernels/engine/tf32x3.cu",
         .launch = fsg_tf32x3_sgemm,
         .sass = "HGMMA",
         .precision = "fp32",
@@ -335,7 +349,7 @@ const fsg_rung fsg_rungs[] = {
         .idea = "rung 20 with A split in the consumers' registers, read raw by tensor copies: only B is packed "
                 "(tf32x3 where A cannot be read so; tf32x3_mma where wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
-        .source = "kernels/ladder/21_tf32x3_regs.cu",
+        .source = "kernels/engine/tf32x3_regs.cu",
         .launch = fsg_tf32x3_regs_sgemm,
         .sass = "HGMMA",
         .precision = "fp32",
@@ -352,8 +366,8 @@ const fsg_rung fsg_rungs[] = {
                 "the engine's scheme (kernels/engine/ozaki.cu) checks each output's error bound against an INT8 "
                 "product of magnitudes and computes the few that fail in double (tf32x3 where INT8 wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
-        .source = "kernels/ladder/22_ozaki.cu",
-        .launch = fsg_ozaki_sgemm, /* the engine's: the lesson's own launcher is the configuration "lesson" */
+        .source = "kernels/engine/ozaki.cu",
+        .launch = fsg_ozaki_sgemm,
         .sass = "IGMMA",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
@@ -367,12 +381,13 @@ const fsg_rung fsg_rungs[] = {
                 "in shared memory, the other in registers, B^T A^T where that one is A (tf32x3_regs:direct where "
                 "neither is k-contiguous or aligned; tf32x3_mma where wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
-        .source = "kernels/ladder/23_tf32x3_inplace.cu",
+        .source = "kernels/engine/tf32x3_inplace.cu",
         .launch = fsg_tf32x3_inplace_sgemm,
         .sass = "HGMMA",
         .precision = "fp32",
         .max_dim = GRID_Y_LIMIT(64),
         FILL(128, 128, 1),
+        CONFIGS(tf32x3_inplace_configs),
         .launch_batch = fsg_tf32x3_inplace_batch_sgemm,
     },
     {
@@ -383,12 +398,13 @@ const fsg_rung fsg_rungs[] = {
                 "registers where its k is not contiguous, B^T A^T where B is row-major (tf32 where neither is "
                 "k-contiguous or aligned; tf32_mma where wgmma is not had)",
         .device = FSG_DEVICE_CUDA,
-        .source = "kernels/ladder/24_tf32_tma.cu",
+        .source = "kernels/engine/tf32_tma.cu",
         .launch = fsg_tf32_tma_sgemm,
         .sass = "HGMMA UTMALDG",
         .precision = "tf32",
         .max_dim = GRID_Y_LIMIT(128),
         FILL(128, 256, 1),
+        CONFIGS(tf32_tma_configs),
         .launch_batch = fsg_tf32_tma_batch_sgemm,
     },
     {
