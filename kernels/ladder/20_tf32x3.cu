@@ -6,194 +6,370 @@
  * devices of compute capability 9.0 and runs rung 18 (tf32x3_mma) on Ampere
  * and Ada, and for the rare call whose workspace cannot be allocated.
  *
- * mma.sync is a warp's instruction and feeds the tensor cores from registers
- * that every lane loads from shared memory first. Hopper's wgmma is issued by
- * a warpgroup (4 warps, 128 threads), reads its operands straight from shared
- * memory through descriptors and runs asynchronously: a 64 x 128 x 8 product
- * per instruction while the threads do something else. On the H100 the
- * mma.sync kernels reach about 140 TFLOP/s of TF32; cuBLAS's wgmma kernels 400.
- *
- * wgmma takes TF32 operands only K-major, and each operand has to be split
- * into hi and lo before the tensor cores see it. Two passes:
- *   1. pack (kernels/engine/pack.cuh, one small kernel for both operands) reads A and B
- *      once, each in whatever layout it has, splits every element (hi = x rounded
- *      to TF32 by Hopper's one-instruction cvt.rn, lo = x - hi rounded the
- *      same way) and writes hi and lo tiles to a workspace, ready in operand
- *      layout (K-major, 128-byte swizzle), zeros past the edges;
- *   2. the GEMM, whose producer thread brings each stage (A hi and lo, B hi
- *      and lo: 64 KiB) with two bulk copies.
- * The first Hopper version split the tiles inside the GEMM: a producer
- * warpgroup copied each tile to a staging buffer by TMA, and read, split and
- * wrote it back. That conversion, not the tensor cores, set its pace (88
- * TFLOP/s at 8192^3, 1.70x cuBLAS FP32; benchmarks/NOTES.md). The pack pass
+ * Rung 18 split each operand into x = hi + lo, both TF32, and summed three
+ * tensor-core products, hi_a hi_b + lo_a hi_b + hi_a lo_b, for an error like
+ * FP32's. Rung 19 built the Hopper pipeline for one product. This rung puts
+ * the one on the other:
+ *   1. The pack pass splits instead of rounding: hi = x rounded to TF32
+ *      (cvt.rn), lo = x - hi rounded the same way, written as a hi tile and
+ *      a lo tile one after the other, so a stage's A (or B) is one run of
+ *      32 KiB and one bulk copy.
+ *   2. A stage holds A hi, A lo, B hi and B lo; the block tile is 128 x 128
+ *      (one packed tile of B, not two), for the accumulators below.
+ *   3. The sums follow rung 18: the main term hi_a hi_b of each 32-deep
+ *      k-tile comes out of the tensor core into a temporary (`part`) and is
+ *      added to the running sum (`main`) with FP32 FADDs, which round to
+ *      nearest; the corrections accumulate inside the tensor core (`corr`).
+ *      A consumer waits for its wgmmas every tile (the FADDs need `part`);
+ *      while one consumer adds, the other's wgmmas keep the tensor cores
+ *      busy. D = main + corr, except where main is Inf or NaN, which is then
+ *      the answer (rung 18's header says why).
+ * The first Hopper version split the tiles inside the GEMM, a producer
+ * warpgroup reading, splitting and writing back each tile; that conversion,
+ * not the tensor cores, set its pace (benchmarks/NOTES.md). The pack pass
  * moves (MK + KN) x 12 bytes through DRAM once instead.
  *
- * Warp specialization. The block has three warpgroups. The producer keeps 40
- * registers and hands the rest to the two consumers (setmaxnreg), which do
- * nothing but wgmma on a 64 x 128 slice each and the FADDs of the main term,
- * with 192 accumulators a thread. They meet at mbarriers: `full` (a stage's
- * bytes have landed) and `empty` (its wgmmas have finished reading it).
+ * What changed from rung 19: the pack pass's split, the stage's four tiles,
+ * the block tile's columns, and the consumers' three products and sums.
  *
- * The sums follow rung 18: the main term hi_a hi_b of each BK-deep tile
- * comes out of the tensor core into a temporary and is added to the running
- * sum with FP32 FADDs (round to nearest); the corrections accumulate inside.
- * While one consumer adds its main term the other's wgmmas keep the tensor
- * cores busy.
- *
- * Tile parameters: 128 x 128 x 32 block tile, three 64 KiB stages, one block per SM; blocks
- * walk the output in groups of kGroupRows block rows (engine/pipeline.cuh's
- * start_block) so that the blocks resident together share tiles in L2. The
- * engine's configuration tf32x3:128x64 (kernels/engine/tf32x3_128x64.cu)
- * halves the block's columns (two blocks share each packed tile of B): 128
- * blocks at 1024^3 instead of 64, for the 132 SMs.
+ * Tile parameters: 128 x 128 x 32 block tile, three 64 KiB stages, one block
+ * an SM: a thread holds three sets of 64 accumulators (part, corr, main),
+ * which a 128 x 256 tile could not. Blocks walk the output in groups of
+ * kGroupRows block rows (rung 4's order).
  * Limits: sm_90a only (elsewhere rung 18 runs); a workspace of 2 (m + n) k
- * floats (rounded up to whole tiles) for the duration of the call.
- * Stacks: as rung 19 (every product packed in one pass, the product on grid
- * z; rung 18 where this path declines). The
- * engine's `:direct` (kernels/engine/tf32x3_direct.cu) has no pack pass: its
- * producers split raw tiles themselves, every product's output tiles on one
- * persistent grid.
- * Next: a 128 x 256 tile needs fewer accumulator sets than three (the main
- * term's temporary could live in shared memory).
+ * floats, rounded up to whole tiles, allocated on the call's stream for the
+ * call and counted against fastsgemm's device memory limit (where it cannot
+ * be had, rung 18 runs). Split-K slices on grid z as every rung. Stacks:
+ * product by product, a pack pass and a GEMM each.
+ * Next: the pack pass writes and reads back 2 (m + n) k floats; rung 21
+ * splits A in the consumers' registers instead, and packs only B.
  */
 #ifndef FASTSGEMM_LADDER_20_TF32X3
 #define FASTSGEMM_LADDER_20_TF32X3
 
-#include "ladder/19_tf32.cu"  // and through it rung 18's split and its sum (combine), rung 12's cp.async
+#include "common.cuh"
+#include "support/device_memory.h"  // the workspace is counted against fastsgemm's memory limit
 
 namespace fsg {
 namespace lesson {
-using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
-
 namespace tf32x3 {
 
 // ---- tile parameters ----
-constexpr int kBM = 128;  // block tile rows: one packed tile of A, hi and lo
-static_assert(kBM == kPackRows, "block tiles are packed tiles");
+constexpr int kBK = 32;                           // tile depth: 32 TF32 values make one 128-byte swizzled row
+constexpr int kTileRows = 128;                    // rows (m or n) of one packed tile
+constexpr int kTileFloats = kTileRows * kBK;      // one packed tile: 16 KiB
+constexpr uint32_t kTileBytes = kTileFloats * sizeof(float);
+constexpr int kBM = 128, kBN = 128;               // block tile: one packed tile of A, one of B
+constexpr int kStageFloats = 4 * kTileFloats;     // A hi, A lo, B hi, B lo: 64 KiB
 constexpr int kStages = 3;
+constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
+constexpr int kThreads = kProducerThreads + kConsumerThreads;
+constexpr int kWgRows = 64;                                     // rows of D per consumer warpgroup
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;  // 128 x 40 + 256 x 232 <= 384 x 168
+constexpr int kGroupRows = 8;
+constexpr int kPackThreads = 256;
+constexpr size_t kSmemBytes = (size_t)kStages * kStageFloats * sizeof(float) + 2 * kStages * sizeof(uint64_t);
+static_assert(kBK * sizeof(float) == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
 
-/* A block's share of B: a packed tile (kPackRows = 128 columns of D), or, for
- * a BN = 64 block tile, one half of one, which two neighbouring blocks share.
- * Rows 64-127 of a packed tile start on a swizzle atom (8 rows of 128 bytes),
- * so a half lands in shared memory in the layout the descriptor expects. */
-template <int BN>
-struct BlockShape {
-    static_assert(BN == kPackRows || BN == kPackRows / 2, "a whole packed tile of B, or half of one");
-    static constexpr int kBPartFloats = BN * kBK;                       // one part (hi or lo) of the block's B
-    static constexpr int kStageFloats = 2 * kTileFloats + 2 * kBPartFloats;  // A hi, A lo, B hi, B lo
-    static constexpr int kBlocksPerPackedB = kPackRows / BN;
-    static constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
-};
-
-// ---- kernel ----
-/* The consumers' side of a stage ring (both producers below fill it): a
- * 64 x BN slice of the block tile per consumer warpgroup, nothing but wgmma
- * and the main term's FADDs, then the epilogue. A stage holds A hi, A lo (128
- * rows), B hi, B lo (BN rows), K-major in the 128-byte swizzle. `first`: where
- * this tile's k-tiles start in the ring's sequence (a persistent block's
- * earlier items took the ones before). */
-template <int BN, int STAGES, int PRODUCER_WARPGROUPS = 1>
-__device__ __forceinline__ void consume_stages(const fsg_gemm &g, const float *stages, uint64_t *full,
-                                               uint64_t *empty, int count, int tile_m, int tile_n,
-                                               int64_t first = 0) {
-    using Shape = BlockShape<BN>;
-    constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
-    const int consumer = threadIdx.x / 128 - PRODUCER_WARPGROUPS;
-    float corr[BN / 2] = {};  // the corrections, summed by the tensor core
-    float main[BN / 2] = {};  // the main term's running sum (FADD)
-    float part[BN / 2];       // this tile's main term, out of the tensor core
-    for (int t = 0; t < count; ++t) {
-        const int64_t at = first + t;  // the tile's place in the ring's sequence
-        const int s = (int)(at % STAGES);
-        mbarrier_wait(&full[s], (int)(at / STAGES) & 1);
-        const float *stage = stages + s * kStageFloats;
-        const float *a_hi = stage + consumer * kWgRows * kBK, *a_lo = a_hi + kTileFloats;
-        const float *b_hi = stage + 2 * kTileFloats, *b_lo = b_hi + kBPart;
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kBK / 8; ++ks) {  // k-steps of 8: 32 bytes along each 128-byte row
-            const uint64_t da = descriptor(a_hi + 8 * ks), db = descriptor(b_hi + 8 * ks);
-            wgmma_64xNx8(part, da, db, ks > 0);
-            wgmma_64xNx8(corr, descriptor(a_lo + 8 * ks), db, 1);
-            wgmma_64xNx8(corr, da, descriptor(b_lo + 8 * ks), 1);
-        }
-        wgmma_commit();
-        wgmma_wait_all();
-        touch(corr);
-        touch(part);
-        mbarrier_arrive(&empty[s]);  // this stage's reads are done: the producer may refill it
-        // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) main[i] += part[i];
-    }
-
-    store_slice<BN>(g, (int64_t)tile_m * kBM + consumer * kWgRows, (int64_t)tile_n * BN,
-                    [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+// ---- the Hopper instructions, each wrapped once ----
+/* A pointer into shared memory as the 32-bit shared-window address PTX takes. */
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-/* D = alpha A B + beta C from the packed operands: A's row tile tile_m holds
- * tiles_k tiles (hi, then lo), one per k-step, and so does B's; the block's
- * split-K slice takes its own run of them (slice_tiles) and its own D, and a
- * batch's product its own packed operands (step_a and step_b floats on per
- * product) and its own A, B and D. */
-template <int BN>
-__global__ void __launch_bounds__(kThreads, 1)
-    wgmma_tf32x3_kernel(fsg_gemm problem, fsg_batch batch, const float *packed_a, const float *packed_b, int tiles_k,
-                        int64_t step_a, int64_t step_b) {
-    using Shape = BlockShape<BN>;
-    constexpr int kStageFloats = Shape::kStageFloats, kBPart = Shape::kBPartFloats;
-    const fsg_gemm g = this_slice_or_product(problem, batch);  // this block's K-slice, or product (engine/pipeline.cuh)
-    packed_a += blockIdx.z * step_a;  // steps are 0 but in a batch
-    packed_b += blockIdx.z * step_b;
-    const SliceTiles slice = slice_tiles(problem, tiles_k);
-    extern __shared__ __align__(1024) float4 smem[];  // swizzle atoms must be 1024-byte aligned
-    // stages: [kStages][A hi, A lo, B hi, B lo]
-    const auto [stages, full, empty, tile_m, tile_n] = start_block<kStages, kStageFloats, kBM, BN>(smem, g);
-    const int tid = threadIdx.x, warpgroup = tid / 128;
+/* Element (row, k) of a packed tile: rows of 128 bytes; 16-byte chunk c of row
+ * r at chunk position c ^ (r % 8). 8 rows make a 1024-byte swizzle atom. The
+ * XOR spreads the pack pass's stores and the tensor cores' reads of one
+ * k-step over all banks. */
+__device__ __forceinline__ int operand_offset(int row, int k) {
+    return row * kBK + (((k / 4) ^ (row % 8)) * 4) + k % 4;
+}
 
-    if (warpgroup == 0) {
-        // Producer: one thread, two or three bulk copies per stage; the rest of the warpgroup gives its registers up.
-        registers_down<kProducerRegisters>();
-        if (tid == 0) {
-            const float *a = packed_a + ((int64_t)tile_m * tiles_k + slice.first) * 2 * kTileFloats;
-            const int64_t packed_n = tile_n / Shape::kBlocksPerPackedB, part = tile_n % Shape::kBlocksPerPackedB;
-            const float *b = packed_b + (packed_n * tiles_k + slice.first) * 2 * kTileFloats + part * kBPart;
-            auto copy = [&](int t, float *stage, uint64_t *bar) {
-                const float *a_tile = a + (int64_t)t * 2 * kTileFloats, *b_tile = b + (int64_t)t * 2 * kTileFloats;
-                bulk_load(stage, a_tile, 2 * kTileBytes, bar);
-                if constexpr (BN == kPackRows) {  // hi and lo of the whole tile: one run
-                    bulk_load(stage + 2 * kTileFloats, b_tile, 2 * kTileBytes, bar);
-                } else {  // this block's rows of hi, then of lo
-                    bulk_load(stage + 2 * kTileFloats, b_tile, kBPart * sizeof(float), bar);
-                    bulk_load(stage + 2 * kTileFloats + kBPart, b_tile + kTileFloats, kBPart * sizeof(float), bar);
-                }
-            };
-            produce_stages<kStages, kStageFloats>(stages, full, empty, slice.count, copy);
+/* wgmma's shared-memory descriptor of a K-major tile in the 128-byte swizzle:
+ * the start address and the atoms' stride (1024 bytes), both in 16-byte
+ * units, and swizzle mode 1 in bits 62-63. A k-step of 8 moves the start by
+ * 32 bytes; the hardware applies the same XOR as operand_offset. */
+__device__ __forceinline__ uint64_t descriptor(const float *smem) {
+    const uint32_t address = smem_address(smem);
+    return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/* d += A * B for a 64 x 128 x 8 tile, A and B^T from descriptors: 64
+ * accumulators a thread (accumulate == 0: the old d is ignored). It runs
+ * asynchronously: d may be read only after a wgmma_wait. */
+__device__ __forceinline__ void wgmma_64x128x8(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+/* Waits until at most N committed wgmma groups of this warpgroup are still running. */
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/* Tells the compiler the asynchronous wgmmas may have changed d: no read of d moves above the wait. */
+__device__ __forceinline__ void touch(float (&d)[64]) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* mbarriers: a phase completes when `count` arrivals have come and the bytes
+ * announced by expect_tx have landed; a waiter names the phase by its parity. */
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+/* Arrives, and tells the barrier that `bytes` more will land by bulk copies before its phase completes. */
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(smem_address(bar)), "r"(parity)
+            : "memory");
+}
+
+/* `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to
+ * shared memory by the copy engine, reported to bar as they land. */
+__device__ __forceinline__ void bulk_load(float *dst, const float *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_address(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_address(bar))
+                 : "memory");
+}
+
+/* setmaxnreg: the producer warpgroup gives registers up, the consumers take them. */
+template <int N>
+__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+/* x rounded to TF32, to nearest even (one F2FP instruction on Hopper). */
+__device__ __forceinline__ float round_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+
+/* x = hi + lo, both TF32 (rung 18's split, rounding to nearest even). */
+__device__ __forceinline__ void split(float x, float &hi, float &lo) {
+    hi = round_tf32(x);
+    lo = round_tf32(x - hi);
+}
+
+/* The split product's sum: main term plus corrections, except where the main
+ * term is Inf or NaN, which is then the answer (rung 18's header says why). */
+__device__ __forceinline__ float combine(float main, float corrections) {
+    return isfinite(main) ? main + corrections : main;
+}
+
+// ---- kernel: the pack pass ----
+/* One operand: `rows` rows (m for A, n for B) of `depth` k, stored with k
+ * contiguous (along_k: element (row, k) at src[row * ld + k]) or rows
+ * contiguous (src[k * ld + row]), split into packed tiles at dst: row tile
+ * r's tiles_k tiles one after another, each a hi tile and then a lo tile, so a
+ * block reads its operand as one contiguous run. Block id packs row tile id /
+ * tiles_k, k-tile id % tiles_k.
+ * It passes through shared memory so that both the reads, in the source's
+ * order, and the writes, along k, are whole 128-byte lines; the padding
+ * column keeps the transposing case free of bank conflicts. */
+static __global__ void __launch_bounds__(kPackThreads) pack_kernel(const float *src, int64_t ld, int64_t rows, bool along_k,
+                                                             int64_t depth, int64_t tiles_k, float *dst) {
+    __shared__ float tile[kTileRows][kBK + 1];
+    const int64_t id = blockIdx.x, row0 = id / tiles_k * kTileRows, k0 = id % tiles_k * kBK;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kWarps = kPackThreads / 32;
+    if (along_k) {
+        for (int r = warp; r < kTileRows; r += kWarps) {  // a warp reads 32 k of one row
+            const int64_t row = row0 + r, k = k0 + lane;
+            tile[r][lane] = row < rows && k < depth ? src[row * ld + k] : 0.0f;
         }
     } else {
-        registers_up<kConsumerRegisters>();
-        consume_stages<BN, kStages>(g, stages, full, empty, slice.count, tile_m, tile_n);
+        for (int kk = warp; kk < kBK; kk += kWarps)  // a warp reads 32 rows at one k
+            for (int r = lane; r < kTileRows; r += 32) {
+                const int64_t row = row0 + r, k = k0 + kk;
+                tile[r][kk] = row < rows && k < depth ? src[k * ld + row] : 0.0f;
+            }
+    }
+    __syncthreads();
+    float *out = dst + id * 2 * kTileFloats;
+    for (int r = warp; r < kTileRows; r += kWarps) {  // a warp writes one row: a 128-byte line, swizzled within
+        const int at = operand_offset(r, lane);
+        split(tile[r][lane], out[at], out[kTileFloats + at]);
     }
 }
 
-template <int BN>
-cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
-    return launch_on_packed<2, kBM, BN>(wgmma_tf32x3_kernel<BN>, BlockShape<BN>::kSmemBytes, *g, batch, stream,
-                                        launched);
+// ---- kernel: the GEMM ----
+/* D = alpha A B + beta C from the packed operands, one block per 128 x 128
+ * output tile: A's row tile holds tiles_k tiles (hi, then lo), one per
+ * k-tile, and so does B's. A split-K block (grid z) takes its slice's run of them and
+ * its own D (common.cuh's this_slice). */
+static __global__ void __launch_bounds__(kThreads, 1)
+    wgmma_tf32x3_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
+    const fsg_gemm g = this_slice(problem);
+    const int per_slice = problem.k_slice > 0 ? (int)(problem.k_slice / kBK) : tiles_k;
+    const int first = blockIdx.z * per_slice, count = per_slice < tiles_k - first ? per_slice : tiles_k - first;
+
+    // Shared memory: the stages, then a full and an empty barrier per stage. Swizzle atoms want 1024-byte alignment.
+    extern __shared__ __align__(1024) float4 smem[];
+    float *stages = reinterpret_cast<float *>(smem);
+    uint64_t *full = reinterpret_cast<uint64_t *>(stages + kStages * kStageFloats), *empty = full + kStages;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbarrier_init(&full[s], 1);                  // the producer's arrival (and the stage's bytes)
+            mbarrier_init(&empty[s], kConsumerThreads);  // every consumer thread, once its wgmmas have read it
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+    }
+    __syncthreads();
+
+    // This block's output tile, in groups of kGroupRows block rows walked column by column (rung 4's order).
+    const int tiles_m = (int)ceil_div(g.m, kBM), tiles_n = (int)ceil_div(g.n, kBN), id = blockIdx.x;
+    const int per_group = kGroupRows * tiles_n, group_row = id / per_group * kGroupRows;
+    const int group_rows = tiles_m - group_row < kGroupRows ? tiles_m - group_row : kGroupRows;
+    const int tile_m = group_row + id % per_group % group_rows, tile_n = id % per_group / group_rows;
+
+    const int tid = threadIdx.x, warpgroup = tid / 128;
+    if (warpgroup == 0) {
+        // Producer: one thread, two bulk copies a stage; the rest of the warpgroup only gives its registers up.
+        registers_down<kProducerRegisters>();
+        if (tid == 0) {
+            const float *a = packed_a + ((int64_t)tile_m * tiles_k + first) * 2 * kTileFloats;
+            const float *b = packed_b + ((int64_t)tile_n * tiles_k + first) * 2 * kTileFloats;
+            for (int t = 0; t < count; ++t) {
+                const int s = t % kStages;
+                if (t >= kStages) mbarrier_wait(&empty[s], (t / kStages - 1) & 1);  // tile t - kStages is read
+                mbarrier_arrive_expect(&full[s], kStageFloats * sizeof(float));
+                float *stage = stages + s * kStageFloats;
+                bulk_load(stage, a + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, &full[s]);  // A hi and lo
+                bulk_load(stage + 2 * kTileFloats, b + (int64_t)t * 2 * kTileFloats, 2 * kTileBytes, &full[s]);
+            }
+        }
+    } else {
+        // Consumers: 64 rows of the block tile each, nothing but wgmma and the main term's FADDs.
+        registers_up<kConsumerRegisters>();
+        const int consumer = warpgroup - 1;
+        float corr[64] = {};  // the corrections, summed by the tensor core
+        float main[64] = {};  // the main term's running sum (FADD)
+        float part[64];       // this tile's main term, out of the tensor core
+        for (int t = 0; t < count; ++t) {
+            const int s = t % kStages;
+            mbarrier_wait(&full[s], (t / kStages) & 1);
+            const float *a_hi = stages + s * kStageFloats + consumer * kWgRows * kBK, *a_lo = a_hi + kTileFloats;
+            const float *b_hi = stages + s * kStageFloats + 2 * kTileFloats, *b_lo = b_hi + kTileFloats;
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < kBK / 8; ++ks) {  // k-steps of 8: 32 bytes along each 128-byte row
+                const uint64_t da = descriptor(a_hi + 8 * ks), db = descriptor(b_hi + 8 * ks);
+                wgmma_64x128x8(part, da, db, ks > 0);  // afresh at the tile's first k-step
+                wgmma_64x128x8(corr, descriptor(a_lo + 8 * ks), db, 1);
+                wgmma_64x128x8(corr, da, descriptor(b_lo + 8 * ks), 1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();  // this tile's products are done: part may be read, the stage refilled
+            touch(corr);
+            touch(part);
+            mbarrier_arrive(&empty[s]);
+            // The other consumer's wgmmas keep the tensor cores busy while these FADDs run.
+#pragma unroll
+            for (int i = 0; i < 64; ++i) main[i] += part[i];
+        }
+
+        // The epilogue. Accumulator i of an m64n128 result is element i % 4 of n8 block i / 4 in mma.sync's
+        // m16n8 layout: warp w of the warpgroup holds rows 16 w .. 16 w + 15.
+        const int warp = (tid % 128) / 32, lane = tid % 32;
+        const int64_t row = (int64_t)tile_m * kBM + consumer * kWgRows + warp * 16 + lane / 4;
+        const int64_t col = (int64_t)tile_n * kBN + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+            const int64_t r = row + 8 * ((i % 4) / 2), c = col + 8 * (i / 4) + i % 2;
+            if (r < g.m && c < g.n) store_d(g, r, c, combine(main[i], corr[i]));
+        }
+    }
+}
+
+// ---- launcher ----
+/* The pack pass and the GEMM, on a workspace allocated on the stream for the
+ * call. *launched stays false (and nothing is enqueued) where this path
+ * cannot run: k == 0 (D = beta C: nothing to multiply), a split that is not
+ * whole k-tiles, grids past their limits, or no memory for the workspace. */
+inline cudaError_t launch(const fsg_gemm *g, cudaStream_t stream, bool *launched) {
+    *launched = false;
+    const int64_t tiles_m = ceil_div(g->m, kBM), tiles_n = ceil_div(g->n, kBN), tiles_k = ceil_div(g->k, kBK);
+    if (g->k == 0 || g->k_slice % kBK != 0 || tiles_m * tiles_n > INT32_MAX ||
+        (tiles_m + tiles_n) * tiles_k > INT32_MAX)
+        return cudaSuccess;
+    const size_t floats_a = (size_t)(tiles_m * tiles_k) * 2 * kTileFloats;  // hi and lo
+    const size_t bytes = (floats_a + (size_t)(tiles_n * tiles_k) * 2 * kTileFloats) * sizeof(float);
+    if (fsg_memory_take(-1, bytes) != cudaSuccess) {
+        char forgotten[8];
+        (void)fsg_memory_refusal(forgotten, sizeof forgotten);  // not this call's error: rung 18 runs instead
+        return cudaSuccess;
+    }
+    float *packed = nullptr;
+    cudaError_t err = cudaMallocAsync(reinterpret_cast<void **>(&packed), bytes, stream);
+    if (err != cudaSuccess) {
+        fsg_memory_give(-1, bytes);
+        if (err != cudaErrorMemoryAllocation) return err;
+        (void)cudaGetLastError();  // out of memory is not sticky: cleared, and rung 18 runs instead
+        return cudaSuccess;
+    }
+    *launched = true;
+    pack_kernel<<<(unsigned)(tiles_m * tiles_k), kPackThreads, 0, stream>>>(g->a, g->lda, g->m, !g->a_trans, g->k,
+                                                                          tiles_k, packed);
+    pack_kernel<<<(unsigned)(tiles_n * tiles_k), kPackThreads, 0, stream>>>(g->b, g->ldb, g->n, g->b_trans, g->k,
+                                                                          tiles_k, packed + floats_a);
+    const dim3 grid((unsigned)(tiles_m * tiles_n), 1, slice_count(*g));
+    launch_with_smem(wgmma_tf32x3_kernel, grid, kThreads, kSmemBytes, stream, *g, (const float *)packed,
+                     (const float *)(packed + floats_a), (int)tiles_k);
+    err = cudaGetLastError();
+    const cudaError_t freed = cudaFreeAsync(packed, stream);  // after the GEMM, in stream order
+    if (freed == cudaSuccess) fsg_memory_give(-1, bytes);
+    return err != cudaSuccess ? err : freed;
 }
 
 }  // namespace tf32x3
 }  // namespace lesson
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-/* Registered as kernel="tf32x3:lesson": one product at a time (a stack runs product by product). kernel="tf32x3"
- * runs the engine's copy of this code (kernels/engine/tf32x3.cuh), with stacks in one launch. */
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher (compiled with this file alone) ----
+/* kernel="tf32x3:lesson": this path on compute capability 9.0 (the one its
+ * code is built for, sm_90a) unless it declines the call; rung 18 otherwise.
+ * kernel="tf32x3" runs the engine's copy (kernels/engine/tf32x3.cuh), with
+ * stacks in one launch, K panels where the workspace is short, and other
+ * block tiles (tf32x3:128x64). */
 extern "C" cudaError_t fsg_tf32x3_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3::launch<128>,
-                                            fsg_tf32x3_mma_sgemm);
+    int device, major, minor;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (err != cudaSuccess) return err;
+    if (major == 9 && minor == 0) {
+        bool launched = false;
+        err = fsg::lesson::tf32x3::launch(g, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
+    return fsg_tf32x3_mma_sgemm(g, stream);
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_20_TF32X3 */

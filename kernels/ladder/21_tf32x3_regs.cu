@@ -41,12 +41,12 @@
  * pack pass at all: rung 20's direct path with only B split by its producers.
  *
  * Limits: the tensor copy needs A row-major (k contiguous), 16-byte aligned,
- * with lda and a batch's step a multiple of 4 floats. Anything else runs
- * rung 20 (the same numbers, bit for bit); so does a call whose B workspace
- * cannot be had, and tf32x3_mma runs where wgmma cannot. A batch runs as
- * rung 20's: products on grid z, every product's B packed in one pass, a
- * shared B once (the direct path: every product's tiles on one persistent
- * grid). A workspace of 2 n k floats.
+ * with lda a multiple of 4 floats. Anything else, a call whose B workspace
+ * cannot be had, and wgmma-less devices run rung 18 (tf32x3_mma). The
+ * engine's copy (kernel="tf32x3_regs") runs rung 20's packed path there
+ * instead, the same numbers bit for bit, and a stack in one launch (products
+ * on grid z, every product's B packed in one pass, a shared B once). Stacks
+ * here: product by product. A workspace of 2 n k floats.
  *
  * Next: B still passes through DRAM three times (read, packed, read back).
  * The direct path takes the pack pass away, but its producers' split of B
@@ -58,7 +58,8 @@
 
 #include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
 
-#include "ladder/20_tf32x3.cu"  // and through it rungs 18-19: the split, the sum, the pipeline, the pack pass
+#include "engine/pack.cuh"         // the Hopper machinery: PTX, the pipeline, the pack pass (shared, for now)
+#include "ladder/18_tf32x3_mma.cu"  // rung 18's sum (combine)
 
 namespace fsg {
 namespace lesson {
@@ -287,24 +288,18 @@ cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t strea
         });
 }
 
-/* Where this rung declines, rung 20's own configuration: the same numbers. */
-template <int STEPS_AT_ONCE>
-cudaError_t launch_else_tf32x3(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
-    const cudaError_t err = launch<STEPS_AT_ONCE>(g, batch, stream, launched);
-    if (err != cudaSuccess || *launched) return err;
-    return tf32x3::launch<tf32x3::kBM>(g, batch, stream, launched);
-}
-
 }  // namespace tf32x3_regs
 }  // namespace lesson
 }  // namespace fsg
 
 // ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-/* Registered as kernel="tf32x3_regs:lesson": one product at a time (a stack runs product by product). kernel="tf32x3_regs"
- * runs the engine's copy of this code (kernels/engine/tf32x3_regs.cuh), with stacks in one launch. */
+/* Registered as kernel="tf32x3_regs:lesson": one product at a time (a stack runs
+ * product by product). kernel="tf32x3_regs" runs the engine's copy of this code
+ * (kernels/engine/tf32x3_regs.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tf32x3_regs_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3_regs::launch_else_tf32x3<fsg::lesson::tf32x3_regs::kStepsAtOnce>,
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream,
+                                            fsg::lesson::tf32x3_regs::launch<fsg::lesson::tf32x3_regs::kStepsAtOnce>,
                                             fsg_tf32x3_mma_sgemm);
 }
 #endif

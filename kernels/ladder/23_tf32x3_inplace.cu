@@ -30,7 +30,7 @@
  *     B is row-major (numpy's default, with A row-major too), the kernel
  *     computes D^T = B^T A^T instead: S is A, R is B, and the epilogue
  *     writes each result to D transposed. A column-major A with a
- *     row-major B has no k-contiguous operand: rung 21's direct path runs it.
+ *     row-major B has no k-contiguous operand: rung 18 runs it.
  * DRAM sees each operand tile once per use and nothing written but D. The
  * split, the products and the order of the sums are rung 20's (the two
  * corrections are added in rung 20's order in either orientation), so the
@@ -51,10 +51,11 @@
  *
  * Limits: the tensor copies need 16-byte aligned matrices whose leading
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous
- * operand. Anything else runs rung 21's direct path (the same numbers, bit
- * for bit, with alpha 1 and beta 0); wgmma-less devices run tf32x3_mma.
- * Stacks: one launch with no pack pass, every product's output tiles on
- * the persistent grid, a shared operand read where it lies.
+ * operand. Anything else, and wgmma-less devices, run rung 18
+ * (tf32x3_mma). kernel="tf32x3_inplace" (the engine's copy) runs rung 21's
+ * direct path there instead (the same numbers, bit for bit, with alpha 1 and
+ * beta 0), and stacks in one launch on the persistent grid, a shared operand
+ * read where it lies. Stacks here: product by product.
  * Launch: overlapped with the kernel before it in the stream (a programmatic
  * dependent launch, below; a plain one while the stream captures a CUDA
  * graph). Back-to-back stacks of 256 products of 128^3 went from 23.9 to
@@ -457,8 +458,9 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
 }  // namespace fsg
 
 // ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-/* Registered as kernel="tf32x3_inplace:lesson": one product at a time (a stack runs product by product). kernel="tf32x3_inplace"
- * runs the engine's copy of this code (kernels/engine/tf32x3_inplace.cuh), with stacks in one launch. */
+/* Registered as kernel="tf32x3_inplace:lesson": one product at a time (a stack runs
+ * product by product). kernel="tf32x3_inplace" runs the engine's copy of this code
+ * (kernels/engine/tf32x3_inplace.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tf32x3_inplace_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3_inplace::launch,

@@ -57,11 +57,10 @@
  *
  * Limits: the tensor copies need 16-byte aligned matrices whose leading
  * dimension and batch steps are multiples of 4 floats, and a k-contiguous
- * operand. Anything else runs rung 19 (the same numbers, bit for bit, but
- * where rung 19 must cut K into panels for want of workspace, or runs
- * tf32_mma without one); wgmma-less devices run tf32_mma.
- * Stacks: one launch with no pack pass, every product's output tiles on
- * the persistent grid, a shared operand read where it lies (rung 23's way).
+ * operand. Anything else, and wgmma-less devices, run rung 17 (tf32_mma).
+ * kernel="tf32_tma" (the engine's copy) runs rung 19's packed path there
+ * instead, the same numbers bit for bit, and stacks in one launch.
+ * Stacks: product by product.
  */
 #ifndef FASTSGEMM_LADDER_24_TF32_TMA
 #define FASTSGEMM_LADDER_24_TF32_TMA
@@ -217,22 +216,16 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
     return cudaGetLastError();
 }
 
-/* Where this rung declines, rung 19's packed path: the same numbers. */
-inline cudaError_t launch_else_packed(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
-    const cudaError_t err = launch(g, batch, stream, launched);
-    if (err != cudaSuccess || *launched) return err;
-    return tf32::launch(g, batch, stream, launched);
-}
-
 }  // namespace tf32_tma
 }  // namespace lesson
 }  // namespace fsg
 
 // ---- launcher ----
-/* Registered as kernel="tf32_tma:lesson": one product at a time (a stack runs product by product). kernel="tf32_tma"
- * runs the engine's copy of this code (kernels/engine/tf32_tma.cu), with stacks in one launch. */
+/* Registered as kernel="tf32_tma:lesson": one product at a time (a stack runs
+ * product by product). kernel="tf32_tma" runs the engine's copy of this code
+ * (kernels/engine/tf32_tma.cu), with stacks in one launch. */
 extern "C" cudaError_t fsg_tf32_tma_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32_tma::launch_else_packed,
+    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32_tma::launch,
                                             fsg_tf32_mma_sgemm);
 }
 
