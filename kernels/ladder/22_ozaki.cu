@@ -79,7 +79,7 @@
 #ifndef FASTSGEMM_LADDER_22_OZAKI
 #define FASTSGEMM_LADDER_22_OZAKI
 
-#include "ladder/21_tf32x3_regs.cu"  // the ladder so far; this rung calls rung 20 only through its launcher
+#include "engine/pack.cuh"  // the Hopper machinery: PTX, the pipeline, the pack pass (shared, for now)
 
 namespace fsg {
 namespace hopper {

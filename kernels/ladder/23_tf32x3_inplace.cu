@@ -65,7 +65,10 @@
 #ifndef FASTSGEMM_LADDER_23_TF32X3_INPLACE
 #define FASTSGEMM_LADDER_23_TF32X3_INPLACE
 
-#include "ladder/21_tf32x3_regs.cu"  // and through it rungs 18-20: the split, the sums, the pipeline, tensor maps
+#include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
+
+#include "engine/pack.cuh"         // the Hopper machinery: PTX, the pipeline (shared, for now)
+#include "ladder/18_tf32x3_mma.cu"  // rung 18's sum (combine)
 
 namespace fsg {
 namespace lesson {
@@ -81,6 +84,87 @@ constexpr int kStages = 4;
 constexpr int kSplitThreads = 96;          // warps 1-3 of the producer warpgroup (warp 0: the copies)
 constexpr int kStepsAtOnce = 2;            // R's fragments of two k-steps held at once, as rung 21's
 constexpr int kBoxRows = 32;               // a row-contiguous R comes in boxes of 32 rows x 32 k (128 bytes wide)
+constexpr int kKSteps = kBK / 8;  // wgmma k-steps of 8 per k-tile
+
+// ---- from rung 21: A's (here R's) fragments split in registers, the three products from them, the tensor-map encoder ----
+/* A consumer thread's share of k-steps first_step .. first_step + STEPS - 1
+ * of a raw tile whose k is contiguous (it lies as a packed tile does: 16-byte
+ * chunk c of row r at position c ^ (r % 8)), split as the pack pass splits
+ * (hi + lo, both TF32), in wgmma's register layout: the thread's rows are row
+ * and row + 8, its k col and col + 4 of each k-step. One XOR and an add a
+ * value, worked out here rather than 8 addresses kept across the main loop:
+ * those spilled to local memory. */
+template <int STEPS>
+__device__ __forceinline__ void split_fragments(const float *raw_a, int row, int col, int first_step,
+                                                uint32_t (&hi)[STEPS][4], uint32_t (&lo)[STEPS][4]) {
+    const float *a_row = raw_a + row * kBK + col;  // this thread's row of the tile, at its k in chunk 0
+    int swizzle = (row % 8) * 4;                   // the swizzle's XOR on the row's float offsets
+    asm volatile("" : "+r"(swizzle));              // made here, each time: not hoisted into a live register
+#pragma unroll
+    for (int j = 0; j < STEPS; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int chunk = 2 * (first_step + j) + i / 2;
+            split_rn(a_row[((chunk * 4) ^ swizzle) + (i % 2) * 8 * kBK], hi[j][i], lo[j][i]);
+        }
+}
+
+/* Rung 20's three products on STEPS k-steps (first_step on) of a stage, A
+ * from this thread's fragments, B hi and lo (BN rows, K-major) from shared
+ * memory: part (+)= hi_a hi_b (afresh at the tile's first k-step), corr +=
+ * lo_a hi_b + hi_a lo_b, in rung 20's order; issued, then waited for. The
+ * fragments are kept unchanged until the wait: the wgmmas read them as they run.
+ * LO_B_FIRST adds the two corrections the other way round: rung 23 multiplies
+ * B^T A^T, where its register operand is B, and so keeps rung 20's order. */
+template <int STEPS, int HALF_BN, bool LO_B_FIRST = false>
+__device__ __forceinline__ void three_products(float (&part)[HALF_BN], float (&corr)[HALF_BN],
+                                               uint32_t (&a_hi)[STEPS][4], uint32_t (&a_lo)[STEPS][4],
+                                               const float *b_hi, const float *b_lo, int first_step) {
+    wgmma_fence();  // the fragments' registers are written: wgmma may read them
+#pragma unroll
+    for (int j = 0; j < STEPS; ++j) {
+        const int ks = first_step + j;
+        const uint64_t db = descriptor(b_hi + 8 * ks);
+        wgmma_64xNx8_rs(part, a_hi[j], db, ks > 0);
+        if constexpr (LO_B_FIRST) {
+            wgmma_64xNx8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+            wgmma_64xNx8_rs(corr, a_lo[j], db, 1);
+        } else {
+            wgmma_64xNx8_rs(corr, a_lo[j], db, 1);
+            wgmma_64xNx8_rs(corr, a_hi[j], descriptor(b_lo + 8 * ks), 1);
+        }
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    touch(corr);
+    touch(part);
+#pragma unroll
+    for (int j = 0; j < STEPS; ++j) {  // read by the wgmmas until the wait: not reused before it
+        touch_registers(a_hi[j]);
+        touch_registers(a_lo[j]);
+    }
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled, found once through the runtime (the
+ * extension links no driver library); null where the driver lacks it. */
+inline EncodeTiled encode_tiled() {
+    static const EncodeTiled found = [] {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult status;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
+                cudaSuccess ||
+            status != cudaDriverEntryPointSuccess)
+            fn = nullptr;
+        if (fn == nullptr) (void)cudaGetLastError();  // a failed query is not the caller's error: not left pending
+        return reinterpret_cast<EncodeTiled>(fn);
+    }();
+    return found;
+}
+
 
 struct Layout {
     static constexpr size_t kRingBytes = pipeline_smem_bytes(kStages, kStageFloats);  // stages, full, empty
@@ -148,7 +232,7 @@ template <bool R_ALONG_K, int STEPS>
 __device__ __forceinline__ void split_r_fragments(const float *raw_r, int row, int col, int first_step,
                                                   uint32_t (&hi)[STEPS][4], uint32_t (&lo)[STEPS][4]) {
     if constexpr (R_ALONG_K) {
-        tf32x3_regs::split_fragments<false, STEPS>(raw_r, row, col, first_step, hi, lo);
+        split_fragments<STEPS>(raw_r, row, col, first_step, hi, lo);
     } else {
         // k % 8 is col + 4 (i / 2) at every k-step, so a k-step moves each of the four offsets by 8 lines of k:
         // written so, the four are loop-invariant sums that ptxas keeps (or recomputes) cheaply. Written as
@@ -341,10 +425,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const float *s_hi = stages + s * kStageFloats, *s_lo = s_hi + kPartFloats;
                 const float *raw_r = s_lo + kPartFloats;
 #pragma unroll
-                for (int half = 0; half < tf32x3_regs::kKSteps / kStepsAtOnce; ++half) {
+                for (int half = 0; half < kKSteps / kStepsAtOnce; ++half) {
                     uint32_t r_hi[kStepsAtOnce][4], r_lo[kStepsAtOnce][4];
                     split_r_fragments<R_ALONG_K>(raw_r, row, col, half * kStepsAtOnce, r_hi, r_lo);
-                    tf32x3_regs::three_products<kStepsAtOnce, 64, TRANSPOSED>(part, corr, r_hi, r_lo, s_hi, s_lo,
+                    three_products<kStepsAtOnce, 64, TRANSPOSED>(part, corr, r_hi, r_lo, s_hi, s_lo,
                                                                              half * kStepsAtOnce);
                 }
                 mbarrier_arrive(&empty[s]);
@@ -372,7 +456,7 @@ inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t acros
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || ld % 4 != 0 || ld < along ||
         (products > 1 && (step <= 0 || step % 4 != 0)) || along > limit || across > limit || products > INT32_MAX)
         return false;
-    const tf32x3_regs::EncodeTiled encode = tf32x3_regs::encode_tiled();
+    const EncodeTiled encode = encode_tiled();
     if (encode == nullptr) return false;
     const cuuint64_t sizes[3] = {(cuuint64_t)along, (cuuint64_t)across, (cuuint64_t)products};
     const cuuint64_t line = (cuuint64_t)ld * sizeof(float);
