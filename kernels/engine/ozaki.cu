@@ -59,14 +59,14 @@
  * cannot be had), K in panels of at most 16384, split-K's slices and stacks
  * one product at a time.
  */
-#include "ladder/22_ozaki.cu"  // the moduli, the residues, the INT8 pipeline, the fallback's launcher
+#include "engine/ozaki_int8.cuh"  // the moduli, the residues, the INT8 pipeline
 
 namespace fsg {
 namespace engine {
 namespace ozaki {
 
 using namespace ::fsg::hopper;
-namespace lesson = ::fsg::hopper::ozaki;
+namespace int8 = ::fsg::hopper::ozaki;
 
 /* An output keeps the integer path where its error bound is at most this share of its (|A| |B|) lower bound.
  * Eight moduli: 2^-18, 64 units of FP32's 2^-24, against FP32's own worst case of K units. Seven moduli carry 8
@@ -133,7 +133,7 @@ __device__ __forceinline__ void pop(Top &t) {
 /* The row's kBand largest, from every thread's list, in every thread of the row. Along k a row is one warp's:
  * kBand rounds of a warp-wide largest head (lowest lane on ties), the winner popping it. Across k a row is one
  * lane's in each of the 8 warps: the lists meet in shared memory and warp 0 merges them. */
-__device__ __forceinline__ Top whole_row_top(const lesson::RowScan &scan, Top mine, float (&v)[8][32][kBand],
+__device__ __forceinline__ Top whole_row_top(const int8::RowScan &scan, Top mine, float (&v)[8][32][kBand],
                                              int (&k)[8][32][kBand]) {
     Top row = no_top();
     if (scan.along_k) {
@@ -184,21 +184,21 @@ __device__ __forceinline__ bool in(const int4 &set, int k) { return k == set.x |
  * every other square. Inf and NaN join the band, so that their products are IEEE arithmetic in double beside
  * the integers; a row with more of them than the band holds leaves the integers (a NaN rounding_max). */
 template <int = 0>  // a template, so that no kernel of this file has a strong symbol of its own (as the lesson's)
-__global__ void __launch_bounds__(lesson::kScaleThreads, 4)
-    scale_kernel(lesson::Rows a, lesson::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts,
+__global__ void __launch_bounds__(int8::kScaleThreads, 4)
+    scale_kernel(int8::Rows a, int8::Rows b, int64_t depth, int top_a, int top_b, int *shift, RowFacts *facts,
                  Band *band, unsigned long long *deferred_count) {
     if (blockIdx.x == 0 && threadIdx.x == 0) *deferred_count = 0;  // the panel's double-path list starts empty
-    static_assert(lesson::kScaleThreads == 8 * 32, "rows across k: 8 warps");
+    static_assert(int8::kScaleThreads == 8 * 32, "rows across k: 8 warps");
     __shared__ double sum_of[8][32];
     __shared__ __align__(16) float top_v[8][32][kBand];
     __shared__ __align__(16) int top_k[8][32][kBand];
     const int64_t blocks_a = a.along_k ? ceil_div(a.rows, (int64_t)8) : ceil_div(a.rows, (int64_t)32);
     const bool is_a = blockIdx.x < blocks_a;
-    const lesson::Rows op = is_a ? a : b;
+    const int8::Rows op = is_a ? a : b;
     const int64_t block = is_a ? blockIdx.x : blockIdx.x - blocks_a;
     const int top = is_a ? top_a : top_b;
     const int64_t first = is_a ? 0 : a.rows;  // b's rows follow a's
-    const lesson::RowScan scan = {op.along_k, (int)threadIdx.x / 32, (int)threadIdx.x % 32};
+    const int8::RowScan scan = {op.along_k, (int)threadIdx.x / 32, (int)threadIdx.x % 32};
     const int64_t row = op.along_k ? block * 8 + scan.warp : block * 32 + scan.lane;
     const int64_t k_first = op.along_k ? scan.lane : scan.warp, k_step = op.along_k ? 32 : 8;
     const int64_t k_pitch = op.along_k ? 1 : op.ld, row_pitch = op.along_k ? op.ld : 1;
@@ -221,9 +221,9 @@ __global__ void __launch_bounds__(lesson::kScaleThreads, 4)
             nonfinite += 1.0f;  // exact: at most 16384 a panel
         }
     }
-    const double largest = lesson::whole_row(scan, (double)largest_finite, larger, sum_of);
-    squares = lesson::whole_row(scan, squares, add, sum_of);
-    nonfinite = (float)lesson::whole_row(scan, (double)nonfinite, add, sum_of);
+    const double largest = int8::whole_row(scan, (double)largest_finite, larger, sum_of);
+    squares = int8::whole_row(scan, squares, add, sum_of);
+    nonfinite = (float)int8::whole_row(scan, (double)nonfinite, add, sum_of);
 
     // 2. Whether a band can exist. Without Inf and NaN, the largest is the band's first only while it stands
     //    kBandGap above the RMS of the rest; the margin of 2^-20 covers the roundings of the two ways of summing
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(lesson::kScaleThreads, 4)
             const float x = src[k * k_pitch];
             if (isfinite(x) && !in(candidates, (int)k)) below = fma((double)x, (double)x, below);
         }
-        below = lesson::whole_row(scan, below, add, sum_of);
+        below = int8::whole_row(scan, below, add, sum_of);
         double under[kBand];  // the finite squares below candidate u
         double running = below;
 #pragma unroll
@@ -296,10 +296,10 @@ __global__ void __launch_bounds__(lesson::kScaleThreads, 4)
             rest_largest = fmax(rest_largest, size);
         }
     }
-    mass = lesson::whole_row(scan, mass, add, sum_of);
-    rounding_sum = lesson::whole_row(scan, rounding_sum, add, sum_of);
-    rounding_max = lesson::whole_row(scan, rounding_max, larger, sum_of);
-    rest_largest = lesson::whole_row(scan, rest_largest, larger, sum_of);
+    mass = int8::whole_row(scan, mass, add, sum_of);
+    rounding_sum = int8::whole_row(scan, rounding_sum, add, sum_of);
+    rounding_max = int8::whole_row(scan, rounding_max, larger, sum_of);
+    rest_largest = int8::whole_row(scan, rest_largest, larger, sum_of);
     if (row >= op.rows || (op.along_k ? scan.lane : scan.warp) != 0) return;
     shift[first + row] = row_shift;
     // The sums were rounded on the way (relative 2^-52 each); rounding up to float covers them many times over.
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(lesson::kScaleThreads, 4)
 
 // ---- pass 2: the residues, and the magnitudes' plane ----
 struct SliceOperand {
-    lesson::SliceOperand base;  // rows, shifts, where the planes go and their pitch
+    int8::SliceOperand base;  // rows, shifts, where the planes go and their pitch
     const RowFacts *facts;      // this operand's rows' facts
     const Band *band;           // and their high bands, which the planes hold as zeros
 };
@@ -324,16 +324,16 @@ struct SliceOperand {
 template <int MODULI>
 __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, SliceOperand b, int64_t depth,
                                                              int64_t tiles_k) {
-    __shared__ float tile[kPackRows][lesson::kSliceK + 1];
-    constexpr int kSliceK = lesson::kSliceK;
-    const int64_t slices_k = tiles_k * (lesson::kKTile / kSliceK);
+    __shared__ float tile[kPackRows][int8::kSliceK + 1];
+    constexpr int kSliceK = int8::kSliceK;
+    const int64_t slices_k = tiles_k * (int8::kKTile / kSliceK);
     const int64_t blocks_a = a.base.row_tiles * slices_k;
     const bool is_a = blockIdx.x < blocks_a;
     const SliceOperand op = is_a ? a : b;
     const int64_t id = is_a ? blockIdx.x : blockIdx.x - blocks_a;
     const int64_t row0 = id / slices_k * kPackRows, k0 = id % slices_k * kSliceK;
-    const lesson::Rows &src = op.base.rows;
-    lesson::load_slice(tile, src, row0, k0, depth);
+    const int8::Rows &src = op.base.rows;
+    int8::load_slice(tile, src, row0, k0, depth);
     __syncthreads();
     static_assert(kPackThreads == kPackRows * kSliceK / 16, "one 16-byte chunk of output per thread");
     const int r = threadIdx.x / 2, half = threadIdx.x % 2;
@@ -349,22 +349,22 @@ __global__ void __launch_bounds__(kPackThreads) slice_kernel(SliceOperand a, Sli
         const float x = tile[r][16 * half + u];
         const bool kept = isfinite(x) && !in(in_band, (int)(k0 + 16 * half + u));
         const double scaled = kept ? (double)x * scale : 0.0;
-        const double rounded = scaled + lesson::kRoundingMagic;  // rint, |x'| < 2^31
+        const double rounded = scaled + int8::kRoundingMagic;  // rint, |x'| < 2^31
         v[u] = __double2loint(rounded);
-        v_exact[u] = rounded - lesson::kRoundingMagic;
+        v_exact[u] = rounded - int8::kRoundingMagic;
         // rint(q - 1/2) <= floor(q) for q = 64 |x'| / max|x'| in 0 .. 64 (a lower bound is all the check needs), by
         // the same rounding trick: a conversion instruction would cost a quarter-rate pipe.
-        magnitude[u] = __double2loint(fma(fabs(scaled), steps, -0.5) + lesson::kRoundingMagic);
+        magnitude[u] = __double2loint(fma(fabs(scaled), steps, -0.5) + int8::kRoundingMagic);
     }
-    const int chunk = (int)(k0 % lesson::kKTile) / 16 + half;
-    char *dst = op.base.dst + (row0 / kPackRows * tiles_k + k0 / lesson::kKTile) * (int64_t)kTileBytes +
-                r * lesson::kKTile + ((chunk ^ (r % 8)) * 16);
-    lesson::store_residues<0, MODULI>(v, v_exact, dst, op.base.plane);
+    const int chunk = (int)(k0 % int8::kKTile) / 16 + half;
+    char *dst = op.base.dst + (row0 / kPackRows * tiles_k + k0 / int8::kKTile) * (int64_t)kTileBytes +
+                r * int8::kKTile + ((chunk ^ (r % 8)) * 16);
+    int8::store_residues<0, MODULI>(v, v_exact, dst, op.base.plane);
     uint4 word;
     uint32_t *part = &word.x;
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-        part[q] = lesson::pack_bytes(magnitude[4 * q], magnitude[4 * q + 1], magnitude[4 * q + 2], magnitude[4 * q + 3]);
+        part[q] = int8::pack_bytes(magnitude[4 * q], magnitude[4 * q + 1], magnitude[4 * q + 2], magnitude[4 * q + 3]);
     *reinterpret_cast<uint4 *>(dst + MODULI * op.base.plane) = word;
 }
 
@@ -377,11 +377,11 @@ __device__ __forceinline__ int magnitude_exponent(int s) { return s > 0 ? 31 - _
 template <int = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(fsg_gemm g, const char *packed_a, const char *packed_b, int tiles_k, int64_t plane_a,
-                int64_t plane_b, int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli) {
+                int64_t plane_b, int8_t *residues, int64_t ldr, int64_t plane_r, int8::Moduli moduli) {
     extern __shared__ __align__(1024) float4 smem[];
-    constexpr int kStages = lesson::kStages, kStageFloats = lesson::kStageFloats, kBTiles = lesson::kBTiles;
+    constexpr int kStages = int8::kStages, kStageFloats = int8::kStageFloats, kBTiles = int8::kBTiles;
     const auto [stages, full, empty] = start_ring<kStages, kStageFloats>(smem);
-    const int tiles_m = (int)ceil_div(g.m, (int64_t)lesson::kBM), tiles_n = (int)ceil_div(g.n, (int64_t)lesson::kBN);
+    const int tiles_m = (int)ceil_div(g.m, (int64_t)int8::kBM), tiles_n = (int)ceil_div(g.n, (int64_t)int8::kBN);
     const int planes = moduli.count + 1;
     const int64_t items = (int64_t)tiles_m * tiles_n * planes;
     const int count = (int)ceil_div(items - blockIdx.x, (int64_t)gridDim.x) * tiles_k;
@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float *b = stages + s * kStageFloats + kTileFloats;
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < lesson::kKSteps; ++ks) {
+        for (int ks = 0; ks < int8::kKSteps; ++ks) {
             const uint64_t da = descriptor(a + 8 * ks);
 #pragma unroll
             for (int j = 0; j < kBTiles; ++j)
@@ -438,8 +438,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const WorkItem w = item_of(t);
         const int plane_index = (int)w.z;
         const bool magnitudes = plane_index == moduli.count;
-        const int64_t first_row = (int64_t)w.tile_m * lesson::kBM + consumer * kWgRows + warp * 16 + lane / 4;
-        const int64_t first_col = (int64_t)w.tile_n * lesson::kBN + 2 * (lane % 4);
+        const int64_t first_row = (int64_t)w.tile_m * int8::kBM + consumer * kWgRows + warp * 16 + lane / 4;
+        const int64_t first_col = (int64_t)w.tile_n * int8::kBN + 2 * (lane % 4);
         const int m = magnitudes ? 1 : moduli.m[plane_index];
         const double inverse = magnitudes ? 1.0 : moduli.inverse[plane_index];
         int8_t *plane = residues + plane_index * plane_r;
@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int x0 = (int)acc[j][i], x1 = (int)acc[j][i + 1];
                     const char2 pair =
                         magnitudes ? make_char2((char)magnitude_exponent(x0), (char)magnitude_exponent(x1))
-                                   : make_char2((char)lesson::reduce(x0, m, inverse), (char)lesson::reduce(x1, m, inverse));
+                                   : make_char2((char)int8::reduce(x0, m, inverse), (char)int8::reduce(x1, m, inverse));
                     *reinterpret_cast<char2 *>(plane + row * ldr + col) = pair;
                 }
             }
@@ -507,7 +507,7 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
     for (int t = 0; t < kBand; ++t) {
         const int k = part<int4, int>(row.k, t);
         if (k >= 0) {
-            const double p = (double)part<float4, float>(row.x, t) * (double)lesson::b_at(g, k, j);
+            const double p = (double)part<float4, float>(row.x, t) * (double)int8::b_at(g, k, j);
             sum += p;
             size += fabs(p);
         }
@@ -516,7 +516,7 @@ __device__ __forceinline__ void band_terms(const fsg_gemm &g, int64_t i, int64_t
     for (int t = 0; t < kBand; ++t) {
         const int k = part<int4, int>(column.k, t);
         if (k >= 0 && !in(row.k, k)) {
-            const double p = (double)lesson::a_at(g, i, k) * (double)part<float4, float>(column.x, t);
+            const double p = (double)int8::a_at(g, i, k) * (double)part<float4, float>(column.x, t);
             sum += p;
             size += fabs(p);
         }
@@ -603,12 +603,12 @@ __global__ void __launch_bounds__(256) deferred_kernel(fsg_gemm g, Deferred defe
  * lesson's (a 16-byte load per output at a 128-byte stride across the warp); held in registers for all eight
  * columns, they spilled. Rows and columns without a band (ordinary data) pay one test a row. */
 template <int MODULI>
-__global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registers: three blocks an SM, as before the bands
-    reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, lesson::Moduli moduli,
+__global__ void __launch_bounds__(int8::kReconstructThreads, 3)  // 80 registers: three blocks an SM, as before the bands
+    reconstruct_kernel(fsg_gemm g, const int8_t *residues, int64_t ldr, int64_t plane_r, int8::Moduli moduli,
                        const int *shift, const RowFacts *facts, const Band *band, DeferredList deferred) {
-    constexpr int kColumns = lesson::kColumnsPerThread;
+    constexpr int kColumns = int8::kColumnsPerThread;
     constexpr float kTol = kTolerance<MODULI>;
-    const int64_t j0 = ((int64_t)blockIdx.x * lesson::kReconstructThreads + threadIdx.x) * kColumns;
+    const int64_t j0 = ((int64_t)blockIdx.x * int8::kReconstructThreads + threadIdx.x) * kColumns;
     if (j0 >= g.n) return;
     const int columns = g.n - j0 < kColumns ? (int)(g.n - j0) : kColumns;
     const RowFacts *column = facts + g.m + j0;
@@ -655,7 +655,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
         float values[kColumns];
 #pragma unroll
         for (int c = 0; c < kColumns; ++c) {
-            const int64_t exact = lesson::recombined<MODULI>(bytes, c, moduli);
+            const int64_t exact = int8::recombined<MODULI>(bytes, c, moduli);
             const int both = c < columns ? row_shift - column_shift[c] : 1023;  // 1023 - (sa_i + sb_j)
             const double unscale = __longlong_as_double((int64_t)both << 52);
             double value = (double)exact * unscale;
@@ -695,7 +695,7 @@ __global__ void __launch_bounds__(lesson::kReconstructThreads, 3)  // 80 registe
                 else
                     for (; leave != 0; leave &= leave - 1) {
                         const int c = __ffs(leave) - 1;
-                        store_d(g, i, j0 + c, lesson::dot_in_double(g, i, j0 + c));
+                        store_d(g, i, j0 + c, int8::dot_in_double(g, i, j0 + c));
                     }
             }
         }
@@ -713,19 +713,19 @@ struct Workspace {
 inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth, int64_t shallowest_deferred) {
     const int planes = moduli + 1;
     Workspace w;
-    w.tiles_k = ceil_div(depth, (int64_t)lesson::kKTile);
-    w.row_tiles_a = ceil_div(m, (int64_t)lesson::kBM);
-    w.row_tiles_b = ceil_div(n, (int64_t)lesson::kBN) * lesson::kBTiles;
+    w.tiles_k = ceil_div(depth, (int64_t)int8::kKTile);
+    w.row_tiles_a = ceil_div(m, (int64_t)int8::kBM);
+    w.row_tiles_b = ceil_div(n, (int64_t)int8::kBN) * int8::kBTiles;
     w.plane_a = w.row_tiles_a * w.tiles_k * kTileBytes;
     w.plane_b = w.row_tiles_b * w.tiles_k * kTileBytes;
-    w.ldr = lesson::round_up(n, 16);
-    w.plane_r = lesson::round_up(m * w.ldr, 256);
+    w.ldr = int8::round_up(n, 16);
+    w.plane_r = int8::round_up(m * w.ldr, 256);
     w.at_b = planes * w.plane_a;
     w.at_residues = w.at_b + planes * w.plane_b;
     w.at_shift = w.at_residues + planes * w.plane_r;
-    w.at_facts = w.at_shift + lesson::round_up((m + n) * (int64_t)sizeof(int), 256);
-    w.at_band = w.at_facts + lesson::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
-    w.at_count = w.at_band + lesson::round_up((m + n) * (int64_t)sizeof(Band), 256);
+    w.at_facts = w.at_shift + int8::round_up((m + n) * (int64_t)sizeof(int), 256);
+    w.at_band = w.at_facts + int8::round_up((m + n) * (int64_t)sizeof(RowFacts), 256);
+    w.at_count = w.at_band + int8::round_up((m + n) * (int64_t)sizeof(Band), 256);
     w.bytes = w.at_count + 256;  // the double-path list's count; the copies in the planes (pass 4b)
     // The list holds every thread-row the reconstruction can list (m x ceil(n / 8)), so that no output of a
     // deferred panel is summed in place in another order. Beside the copies (4 bytes an element of A and B,
@@ -735,15 +735,15 @@ inline Workspace workspace_of(int moduli, int64_t m, int64_t n, int64_t depth, i
     w.list_bytes = m * ceil_div(n, (int64_t)8) * 16;
     const bool own = shallowest_deferred > 0 && w.list_bytes + 256 > 4 * (m + n) * shallowest_deferred;
     w.at_list = own ? w.bytes : -1;
-    if (w.at_list >= 0) w.bytes += lesson::round_up(w.list_bytes, 256);
+    if (w.at_list >= 0) w.bytes += int8::round_up(w.list_bytes, 256);
     return w;
 }
 
 /* The exponent bound of the scaled 2-norms, A's and B's: bits_a + h and bits_b + h with bits_a + bits_b the
  * product's bits and 2^(2h) <= depth, so that |C'| <= 2^(top_a + top_b) <= depth 2^bits <= P / 4; each at most
  * 31, so that every integer fits an int. */
-inline void norm_tops(const lesson::Moduli &mod, int64_t depth, int *top_a, int *top_b) {
-    const int bits = lesson::product_bits(mod, depth);
+inline void norm_tops(const int8::Moduli &mod, int64_t depth, int *top_a, int *top_b) {
+    const int bits = int8::product_bits(mod, depth);
     int h = 0;
     while (((int64_t)1 << (2 * (h + 1))) <= depth) ++h;
     *top_a = (bits + 1) / 2 + h < 31 ? (bits + 1) / 2 + h : 31;
@@ -751,7 +751,7 @@ inline void norm_tops(const lesson::Moduli &mod, int64_t depth, int *top_a, int 
 }
 
 template <int MODULI>
-void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms, int64_t shallowest_deferred,
+void run_panel(const fsg_gemm &g, const int8::Moduli &mod, char *base, int sms, int64_t shallowest_deferred,
                cudaStream_t stream) {
     const Workspace w = workspace_of(MODULI, g.m, g.n, g.k, shallowest_deferred);
     int top_a, top_b;
@@ -760,13 +760,13 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     RowFacts *facts = reinterpret_cast<RowFacts *>(base + w.at_facts);
     Band *band = reinterpret_cast<Band *>(base + w.at_band);
     int8_t *residues = reinterpret_cast<int8_t *>(base + w.at_residues);
-    const lesson::Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
+    const int8::Rows a = {g.a, g.lda, g.m, !g.a_trans}, b = {g.b, g.ldb, g.n, g.b_trans};
     const int64_t scale_blocks = (a.along_k ? ceil_div(g.m, (int64_t)8) : ceil_div(g.m, (int64_t)32)) +
                                  (b.along_k ? ceil_div(g.n, (int64_t)8) : ceil_div(g.n, (int64_t)32));
     // Pass 4b's copies, in the planes [0, at_residues) once the GEMM pass is done with them: A's (where its rows
     // do not lie along K), B's (where its columns do not), then the list unless it has its own region. Rows of
     // 32 floats' multiple: a warp's loads in deferred_kernel start on 128-byte lines.
-    const int64_t ld_k = lesson::round_up(g.k, 32);
+    const int64_t ld_k = int8::round_up(g.k, 32);
     Deferred deferred;
     deferred.listed.count = reinterpret_cast<unsigned long long *>(base + w.at_count);
     float *copies = reinterpret_cast<float *>(base);
@@ -777,28 +777,28 @@ void run_panel(const fsg_gemm &g, const lesson::Moduli &mod, char *base, int sms
     deferred.b_columns = b_copy != nullptr ? b_copy : g.b;
     deferred.ldb_k = b_copy != nullptr ? ld_k : g.ldb;
     const int64_t copied = ((a_copy != nullptr ? g.m : 0) + (b_copy != nullptr ? g.n : 0)) * ld_k * (int64_t)sizeof(float);
-    const int64_t list_at = lesson::round_up(copied, 256);  // the planes hold 8 bytes or more an element of A and B
+    const int64_t list_at = int8::round_up(copied, 256);  // the planes hold 8 bytes or more an element of A and B
     deferred.listed.list = reinterpret_cast<int4 *>(base + (w.at_list >= 0 ? w.at_list : list_at));
     // Below kDeferFromK an output summed in place costs little, less than pass 4b's launches on a small call: no
     // list (capacity 0), no launches.
     const bool defer = g.k >= kDeferFromK;
     deferred.listed.capacity = defer ? w.list_bytes / (int64_t)sizeof(int4) : 0;
-    ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, lesson::kScaleThreads, 0, stream>>>(
+    ::fsg::engine::ozaki::scale_kernel<><<<(unsigned)scale_blocks, int8::kScaleThreads, 0, stream>>>(
         a, b, g.k, top_a, top_b, shift, facts, band, deferred.listed.count);
     const SliceOperand slice_a = {{a, shift, base, w.row_tiles_a, w.plane_a}, facts, band};
     const SliceOperand slice_b = {{b, shift + g.m, base + w.at_b, w.row_tiles_b, w.plane_b}, facts + g.m, band + g.m};
-    const int64_t slices_k = w.tiles_k * (lesson::kKTile / lesson::kSliceK);
+    const int64_t slices_k = w.tiles_k * (int8::kKTile / int8::kSliceK);
     ::fsg::engine::ozaki::slice_kernel<MODULI><<<(unsigned)((w.row_tiles_a + w.row_tiles_b) * slices_k), kPackThreads, 0, stream>>>(
         slice_a, slice_b, g.k, w.tiles_k);
-    const int64_t items = w.row_tiles_a * ceil_div(g.n, (int64_t)lesson::kBN) * (MODULI + 1);
+    const int64_t items = w.row_tiles_a * ceil_div(g.n, (int64_t)int8::kBN) * (MODULI + 1);
     const dim3 grid((unsigned)(items < sms ? items : sms));
-    launch_with_smem(::fsg::engine::ozaki::gemm_kernel<>, grid, kThreads, lesson::kSmemBytes, stream, g, (const char *)base,
+    launch_with_smem(::fsg::engine::ozaki::gemm_kernel<>, grid, kThreads, int8::kSmemBytes, stream, g, (const char *)base,
                      (const char *)(base + w.at_b), (int)w.tiles_k, w.plane_a, w.plane_b, residues, w.ldr, w.plane_r,
                      mod);
-    const int64_t row_groups = ceil_div(g.m, (int64_t)lesson::kRowsPerThread);
-    const dim3 rows_grid((unsigned)ceil_div(g.n, (int64_t)(lesson::kReconstructThreads * lesson::kColumnsPerThread)),
+    const int64_t row_groups = ceil_div(g.m, (int64_t)int8::kRowsPerThread);
+    const dim3 rows_grid((unsigned)ceil_div(g.n, (int64_t)(int8::kReconstructThreads * int8::kColumnsPerThread)),
                          (unsigned)(row_groups < 65535 ? row_groups : 65535));
-    ::fsg::engine::ozaki::reconstruct_kernel<MODULI><<<rows_grid, lesson::kReconstructThreads, 0, stream>>>(
+    ::fsg::engine::ozaki::reconstruct_kernel<MODULI><<<rows_grid, int8::kReconstructThreads, 0, stream>>>(
         g, residues, w.ldr, w.plane_r, mod, shift, facts, band, deferred.listed);
     // Pass 4b: a few launches of empty blocks where no output left the integers
     if (!defer) return;
@@ -820,22 +820,22 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     if (g.k == 0 || batch.count > 1) return cudaSuccess;
     const int64_t slices = g.k_slice > 0 ? ceil_div(g.k, g.k_slice) : 1;
     const int64_t deepest = g.k_slice > 0 ? g.k_slice : g.k;
-    const int64_t panel_k = deepest < lesson::kPanelK ? deepest : lesson::kPanelK;
+    const int64_t panel_k = deepest < int8::kPanelK ? deepest : int8::kPanelK;
     // The shallowest panel pass 4b runs on (0: none), which decides where its list goes (workspace_of)
     int64_t shallowest_deferred = 0;
     for (int64_t z = 0; z < slices; ++z) {
-        const int64_t depth = g.k_slice > 0 ? lesson::slice_problem(g, z).k : g.k;
-        for (int64_t k0 = 0; k0 < depth; k0 += lesson::kPanelK) {
-            const int64_t k = depth - k0 < lesson::kPanelK ? depth - k0 : lesson::kPanelK;
+        const int64_t depth = g.k_slice > 0 ? int8::slice_problem(g, z).k : g.k;
+        for (int64_t k0 = 0; k0 < depth; k0 += int8::kPanelK) {
+            const int64_t k = depth - k0 < int8::kPanelK ? depth - k0 : int8::kPanelK;
             if (k >= kDeferFromK && (shallowest_deferred == 0 || k < shallowest_deferred)) shallowest_deferred = k;
         }
     }
     const Workspace w = workspace_of(MODULI, g.m, g.n, panel_k, shallowest_deferred);
-    const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (lesson::kKTile / lesson::kSliceK);
-    const int64_t gemm_items = w.row_tiles_a * (w.row_tiles_b / lesson::kBTiles) * (MODULI + 1);
+    const int64_t slice_blocks = (w.row_tiles_a + w.row_tiles_b) * w.tiles_k * (int8::kKTile / int8::kSliceK);
+    const int64_t gemm_items = w.row_tiles_a * (w.row_tiles_b / int8::kBTiles) * (MODULI + 1);
     if (slice_blocks > INT32_MAX || g.m > INT32_MAX || g.n > INT32_MAX || gemm_items * w.tiles_k > INT32_MAX)
         return cudaSuccess;
-    const lesson::Moduli mod = lesson::moduli_of(MODULI);
+    const int8::Moduli mod = int8::moduli_of(MODULI);
     int sms;
     cudaError_t err = current_sm_count(&sms);
     if (err != cudaSuccess) return err;
@@ -847,12 +847,12 @@ cudaError_t launch(const fsg_gemm *problem, const fsg_batch &batch, cudaStream_t
     if (err != cudaSuccess || base == nullptr) return err;  // no workspace: tf32x3 runs instead
     *launched = true;
     for (int64_t z = 0; z < slices && err == cudaSuccess; ++z) {
-        const fsg_gemm whole = g.k_slice > 0 ? lesson::slice_problem(g, z) : g;
-        for (int64_t k0 = 0; k0 < whole.k && err == cudaSuccess; k0 += lesson::kPanelK) {
+        const fsg_gemm whole = g.k_slice > 0 ? int8::slice_problem(g, z) : g;
+        for (int64_t k0 = 0; k0 < whole.k && err == cudaSuccess; k0 += int8::kPanelK) {
             fsg_gemm panel = whole;
             panel.a += whole.a_trans ? k0 * whole.lda : k0;
             panel.b += whole.b_trans ? k0 : k0 * whole.ldb;
-            panel.k = whole.k - k0 < lesson::kPanelK ? whole.k - k0 : lesson::kPanelK;
+            panel.k = whole.k - k0 < int8::kPanelK ? whole.k - k0 : int8::kPanelK;
             if (k0 > 0) {  // onto the panels before
                 panel.c = whole.d;
                 panel.ldc = whole.ldd;

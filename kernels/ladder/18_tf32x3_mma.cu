@@ -454,12 +454,10 @@ struct SplitThree {
 }  // namespace tf32x3_mma
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
-#if __INCLUDE_LEVEL__ == 0
+// ---- launcher ----
 extern "C" cudaError_t fsg_tf32x3_mma_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     using namespace fsg::tf32x3_mma;
     return fsg::tensorcore::launch<Tiling, SplitThree<Tiling>>(g, stream);
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_18_TF32X3_MMA */

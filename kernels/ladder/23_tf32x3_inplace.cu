@@ -67,16 +67,28 @@
 
 #include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
 
-#include "engine/pack.cuh"         // the Hopper machinery: PTX, the pipeline (shared, for now)
-#include "ladder/18_tf32x3_mma.cu"  // rung 18's sum (combine)
+#include "common.cuh"
 
 namespace fsg {
 namespace lesson {
-using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
-
 namespace tf32x3_inplace {
 
 // ---- tile parameters ----
+constexpr int kBK = 32;           // tile depth: one 128-byte swizzled row of TF32 values
+constexpr int kAtomBytes = 1024;  // 8 rows of 128 bytes: one swizzle atom
+static_assert(kBK * 4 == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
+
+/* One producer warpgroup (a single thread of it issues the bulk copies; it
+ * keeps 40 registers) and two consumer warpgroups that own 64 rows of the
+ * block tile each and do nothing but wgmma: 128 x 40 + 256 x 232 registers
+ * fit the 384 x 168 the block starts with. Blocks walk the output in groups
+ * of kGroupRows block rows (start_block, below). */
+constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
+constexpr int kThreads = kProducerThreads + kConsumerThreads;
+constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int kGroupRows = 8;
+
 constexpr int kTile = 128;                     // output tile: 128 rows of R x 128 rows of S
 constexpr int kPartFloats = kTile * kBK;       // one 128 x 32 tile of FP32: 16 KiB
 constexpr int kStageFloats = 3 * kPartFloats;  // S (hi once split), S lo, raw R
@@ -85,6 +97,334 @@ constexpr int kSplitThreads = 96;          // warps 1-3 of the producer warpgrou
 constexpr int kStepsAtOnce = 2;            // R's fragments of two k-steps held at once, as rung 21's
 constexpr int kBoxRows = 32;               // a row-contiguous R comes in boxes of 32 rows x 32 k (128 bytes wide)
 constexpr int kKSteps = kBK / 8;  // wgmma k-steps of 8 per k-tile
+
+// ---- the Hopper instructions and the pipeline's pieces (copied forward from the rungs before) ----
+
+struct TileCoord {
+    int row, col;
+};
+
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* A pointer into shared memory as the 32-bit shared-window address PTX instructions take. */
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* The shared-memory matrix descriptor of wgmma for a K-major operand in the
+ * 128-byte swizzle: start address and the atoms' stride in 16-byte units,
+ * swizzle mode 1 in bits 62-63 (the leading byte offset is unused there). */
+__device__ __forceinline__ uint64_t descriptor(const float *smem) {
+    const uint32_t address = smem_address(smem);
+    return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(kAtomBytes >> 4) << 32) | (1ull << 62);
+}
+
+/* The 64 accumulators of an m64n128 wgmma as inline-assembly operands %0 .. %63, read and written, with
+ * constraint c: "+f" for FP32 accumulators, "+r" for the s32 ones of the INT8 wgmma (rung 22). */
+#define FSG_WGMMA_ACCUMULATORS_64_AS(c, d)                                                                       \
+    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]), c(d[10]), c(d[11]),   \
+        c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]),       \
+        c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31]),       \
+        c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), c(d[37]), c(d[38]), c(d[39]), c(d[40]), c(d[41]),       \
+        c(d[42]), c(d[43]), c(d[44]), c(d[45]), c(d[46]), c(d[47]), c(d[48]), c(d[49]), c(d[50]), c(d[51]),       \
+        c(d[52]), c(d[53]), c(d[54]), c(d[55]), c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]),       \
+        c(d[62]), c(d[63])
+#define FSG_WGMMA_ACCUMULATORS_64(d) FSG_WGMMA_ACCUMULATORS_64_AS("+f", d)
+
+/* d (+)= A * B for a 64 x 128 x 8 tile with A from registers (rung 21): a
+ * thread's a[4] is its fragment of the warpgroup's 64 x 8 A, laid out as
+ * mma.sync's m16n8k8 A per warp (warp w takes rows 16 w .. 16 w + 15; lane l
+ * holds rows l / 4 and l / 4 + 8 at k = l % 4 and l % 4 + 4:
+ * a[0] (r, k), a[1] (r + 8, k), a[2] (r, k + 4), a[3] (r + 8, k + 4)).
+ * The instruction runs asynchronously and reads a[] while it runs: the caller
+ * keeps them unchanged until its wgmma_wait (touch_registers). */
+__device__ __forceinline__ void wgmma_64x128x8_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : FSG_WGMMA_ACCUMULATORS_64(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+/* Waits until at most N committed wgmma groups of this warpgroup are still running. */
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
+/* Tells the compiler the asynchronous wgmma may have changed d: no read of d moves above the wait. */
+template <int SIZE>
+__device__ __forceinline__ void touch(float (&d)[SIZE]) {
+#pragma unroll
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* The same for a 64 x 64 x 8 tile: half the columns, 32 accumulators a thread. */
+__device__ __forceinline__ void wgmma_64x64x8_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+/* One wgmma m64nNk8 with A from registers for either width, chosen by the accumulators' count (N / 2 a thread). */
+__device__ __forceinline__ void wgmma_64xNx8_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    wgmma_64x128x8_rs(d, a, b, accumulate);
+}
+__device__ __forceinline__ void wgmma_64xNx8_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    wgmma_64x64x8_rs(d, a, b, accumulate);
+}
+
+/* Keeps registers an asynchronous wgmma reads (its A fragment) alive and
+ * unchanged up to this point: the compiler sees them used here, after the
+ * caller's wgmma_wait, and so cannot give them to other values before. */
+template <int SIZE>
+__device__ __forceinline__ void touch_registers(uint32_t (&r)[SIZE]) {
+#pragma unroll
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+/* mbarriers in shared memory: a phase completes when `count` arrivals have
+ * come (and, for a copy's barrier, the bytes it expects have landed); waiters
+ * name the phase by its parity (0, 1, 0, ...). An arrive releases this
+ * thread's earlier writes, a completed wait acquires them. */
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+/* Arrives and tells the barrier that `bytes` more will land by bulk copies before its phase can complete. */
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ bool mbarrier_try_wait(uint64_t *bar, int parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
+    while (!mbarrier_try_wait(bar, parity)) {
+    }
+}
+/* The two barriers of each of `stages` pipeline stages, by one thread before
+ * the block's first __syncthreads: full[s] completes on `producers` arrivals
+ * (one producer thread's, plus the bytes of the stage's bulk copies; or every
+ * thread of a producer that writes the stage itself), empty[s] on an arrival
+ * from every consumer thread after its wgmmas have read the stage. */
+__device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty, int stages, int producers,
+                                                    int consumers) {
+    for (int s = 0; s < stages; ++s) {
+        mbarrier_init(&full[s], producers);
+        mbarrier_init(&empty[s], consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+}
+/* Orders this thread's ordinary stores to shared memory before later reads by
+ * the async proxy (wgmma): a producer that writes operand tiles itself runs
+ * it before it arrives on the stage's full barrier. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* Hands registers from the producer warpgroup to the consumers (sm_90a). */
+template <int N>
+__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+/* Element (row, k) of a K-major operand tile in the 128-byte swizzle (above);
+ * row is m for A, n for B. */
+__device__ __forceinline__ int operand_offset(int row, int k) {
+    return row * kBK + (((k / 4) ^ (row % 8)) * 4) + k % 4;
+}
+
+/* x rounded to TF32, to nearest even, by Hopper's own conversion: one F2FP
+ * instruction (cvt.rna, which the mma.sync paths use, compiles to a compare
+ * and two integer ones). */
+__device__ __forceinline__ uint32_t round_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rn.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* A box of a 3-D tensor (a tensor map made on the host, passed as a
+ * __grid_constant__ kernel parameter) from global to shared memory by the
+ * copy engine, at element coordinates (x, y, z), x the contiguous one;
+ * elements outside the tensor arrive as zeros. Completes on bar. */
+__device__ __forceinline__ void tensor_load_3d(float *dst, const void *map, int x, int y, int z, uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(smem_address(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_address(bar))
+        : "memory");
+}
+
+/* Dynamic shared memory of a pipeline: its stages, then a full and an empty barrier per stage. */
+constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
+    return (size_t)stages * stage_floats * sizeof(float) + 2 * (size_t)stages * sizeof(uint64_t);
+}
+
+/* Where a consumer warpgroup's 64 x N result of wgmma m64nN (N = 128 unless
+ * given) lies, its top-left element at (row0, col0): visit(i, row, col) for
+ * each of the thread's accumulators. Accumulator i (of N / 2) is element
+ * i % 4 of n8 block i / 4 in the m16n8 fragment layout. */
+template <int N = 128, typename Visit>
+__device__ __forceinline__ void for_each_accumulator(int64_t row0, int64_t col0, Visit &&visit) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    const int64_t first_row = row0 + warp * 16 + lane / 4, first_col = col0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) visit(i, first_row + 8 * ((i % 4) / 2), first_col + 8 * (i / 4) + i % 2);
+}
+/* for_each_accumulator's position of accumulator 0 (the others lie at fixed offsets from it). Not used by
+ * for_each_accumulator itself: written that way, nvcc allocated rung 21's direct kernel's registers otherwise. */
+struct Position {
+    int64_t row, col;
+};
+__device__ __forceinline__ Position first_accumulator(int64_t row0, int64_t col0) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    return {row0 + warp * 16 + lane / 4, col0 + 2 * (lane % 4)};
+}
+
+/* The epilogue: that result, whose top-left element is D(row0, col0), into D
+ * through store_d; value(i) is what to store for accumulator i. */
+template <int N = 128, typename Value>
+__device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    for_each_accumulator<N>(row0, col0, [&](int i, int64_t row, int64_t col) {
+        if (row < g.m && col < g.n) store_d(g, row, col, value(i));
+    });
+}
+
+/* What both Hopper kernels do first, every thread of the block: carve the
+ * dynamic shared memory (STAGES stages of STAGE_FLOATS floats, then a full
+ * and an empty barrier per stage: pipeline_smem_bytes), have thread 0
+ * initialise the barriers (full: PRODUCERS arrivals) before the block's first
+ * __syncthreads, and find the block's output tile (BM x BN). Blocks take the
+ * tiles in groups of kGroupRows block rows, column by column inside a group,
+ * so that the blocks resident together share their A and B tiles in L2
+ * instead of each wave sweeping all of B. */
+struct BlockStart {
+    float *stages;
+    uint64_t *full, *empty;
+    int tile_m, tile_n;
+};
+struct StageRing {
+    float *stages;
+    uint64_t *full, *empty;
+};
+template <int STAGES, int STAGE_FLOATS, int PRODUCERS = 1>
+__device__ __forceinline__ StageRing start_ring(float4 *smem) {
+    StageRing ring;
+    ring.stages = reinterpret_cast<float *>(smem);
+    ring.full = reinterpret_cast<uint64_t *>(ring.stages + STAGES * STAGE_FLOATS);
+    ring.empty = ring.full + STAGES;
+    if (threadIdx.x == 0) init_stage_barriers(ring.full, ring.empty, STAGES, PRODUCERS, kConsumerThreads);
+    __syncthreads();
+    return ring;
+}
+template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
+__device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
+    const StageRing ring = start_ring<STAGES, STAGE_FLOATS, PRODUCERS>(smem);
+    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
+    return {ring.stages, ring.full, ring.empty, tile.row, tile.col};
+}
+
+/* A persistent grid (one block per SM, each taking items gridDim.x apart) numbers its work items product by
+ * product (or split-K slice by slice: grid z's meaning; rung 22: modulus by modulus), each product's output
+ * tiles in start_block's order. */
+struct WorkItem {
+    int64_t z;
+    int tile_m, tile_n;
+};
+__device__ __forceinline__ WorkItem work_item(int64_t item, int tiles_m, int tiles_n) {
+    const int64_t per_product = (int64_t)tiles_m * tiles_n, z = item / per_product;
+    const TileCoord tile = grouped_tile<int>((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
+    return {z, tile.row, tile.col};
+}
+
+/* Grid z is either split-K's slices or a batch's products (ladder.h's
+ * fsg_batch; never both). The block's own problem: its K-slice (common.cuh's
+ * this_slice) or its product, A, B, C and D moved on by the batch's steps.
+ * The SIMT rungs, which run a batch product by product, keep this_slice
+ * alone. kOneProduct: the batch of an ordinary call. */
+constexpr fsg_batch kOneProduct = {1, 0, 0, 0, 0};
+
+inline unsigned grid_z(const fsg_gemm &g, const fsg_batch &batch) {
+    return batch.count > 1 ? (unsigned)batch.count : slice_count(g);
+}
+
+__device__ __forceinline__ fsg_gemm slice_or_product(const fsg_gemm &problem, const fsg_batch &batch, int64_t z) {
+    // One chain of offsets from the kernel's parameters, with no branch between two copies of the problem: with
+    // one (an early `return this_slice(problem)`), nvcc lost that D and C are global memory and stored the
+    // epilogue with generic ST.E in place of STG.E, and tf32x3 ran 2-3% slower at 2048^3-4096^3.
+    const bool in_batch = batch.count > 1;  // then k_slice is 0: the launchers refuse both at once
+    const int64_t slice = in_batch ? 0 : z, product = in_batch ? z : 0;
+    const int64_t k0 = slice * problem.k_slice;
+    fsg_gemm g = problem;
+    g.a += (problem.a_trans ? k0 * problem.lda : k0) + product * batch.step_a;
+    g.b += (problem.b_trans ? k0 : k0 * problem.ldb) + product * batch.step_b;
+    if (g.c != nullptr) g.c += product * batch.step_c;
+    g.k = problem.k_slice > 0 && problem.k - k0 > problem.k_slice ? problem.k_slice : problem.k - k0;
+    g.d += slice * problem.m * problem.ldd + product * batch.step_d;
+    return g;
+}
+__device__ __forceinline__ fsg_gemm this_slice_or_product(const fsg_gemm &problem, const fsg_batch &batch) {
+    return slice_or_product(problem, batch, blockIdx.z);
+}
+
+/* x = hi + lo, both TF32, with round_tf32 (nearest even; rung 18's mma.sync
+ * path rounds ties away). Only ties round differently, and the split is as
+ * exact either way. */
+__device__ __forceinline__ void split_rn(float x, uint32_t &hi, uint32_t &lo) {
+    hi = round_tf32(x);
+    lo = round_tf32(x - __uint_as_float(hi));
+}
+
+/* The split product's sum: the main term plus the corrections, except where the main term is Inf or NaN, which
+ * is then the answer (rung 18's header says why). */
+__device__ __forceinline__ float combine(float main, float corrections) {
+    return isfinite(main) ? main + corrections : main;
+}
+
+/* The launcher of the wgmma rungs (19 tf32, 20 tf32x3): their wgmma path
+ * (sm90) on compute capability 9.0, the one its code is built for (sm_90a),
+ * unless it declines the call (it leaves *launched false when its workspace
+ * or grid cannot be had); the mma.sync rung of the same math (17 tf32_mma,
+ * 18 tf32x3_mma) otherwise, which runs a batch product by product. */
+inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream,
+                                       cudaError_t (*sm90)(const fsg_gemm *, const fsg_batch &, cudaStream_t, bool *),
+                                       cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
+    if (batch->count > 1 && g->k_slice != 0) return cudaErrorInvalidValue;  // grid z is one or the other
+    int device, major, minor;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (err != cudaSuccess) return err;
+    if (major == 9 && minor == 0) {
+        bool launched = false;
+        err = sm90(g, *batch, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
+    return fsg_each_product(g, batch, stream, mma_sync);
+}
 
 // ---- from rung 21: A's (here R's) fragments split in registers, the three products from them, the tensor-map encoder ----
 /* A consumer thread's share of k-steps first_step .. first_step + STEPS - 1
@@ -164,7 +504,6 @@ inline EncodeTiled encode_tiled() {
     }();
     return found;
 }
-
 
 struct Layout {
     static constexpr size_t kRingBytes = pipeline_smem_bytes(kStages, kStageFloats);  // stages, full, empty
@@ -436,7 +775,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int i = 0; i < 64; ++i) main[i] += part[i];
             }
             store_output<TRANSPOSED>(g, (int64_t)w.tile_m * kTile + consumer * kWgRows, (int64_t)w.tile_n * kTile,
-                                     [&](int i) { return tensorcore::combine(main[i], corr[i]); });
+                                     [&](int i) { return combine(main[i], corr[i]); });
         }
     }
 }
@@ -547,7 +886,8 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
  * (kernels/engine/tf32x3_inplace.cuh), with stacks in one launch. */
 #if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tf32x3_inplace_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32x3_inplace::launch,
+    return fsg::lesson::tf32x3_inplace::wgmma_else_mma_sync(g, &fsg::lesson::tf32x3_inplace::kOneProduct, stream,
+                                                            fsg::lesson::tf32x3_inplace::launch,
                                             fsg_tf32x3_mma_sgemm);
 }
 #endif

@@ -69,11 +69,29 @@
 
 namespace fsg {
 namespace lesson {
-using namespace ::fsg::hopper;  // the Hopper machinery (engine/pack.cuh), until the Hopper lessons carry their own
-
 namespace tf32_tma {
 
 // ---- tile parameters ----
+constexpr int kBK = 32;           // tile depth: one 128-byte swizzled row of TF32 values
+constexpr int kAtomBytes = 1024;  // 8 rows of 128 bytes: one swizzle atom
+static_assert(kBK * 4 == 128, "the 128-byte swizzle wants rows of exactly 128 bytes");
+
+/* One producer warpgroup (a single thread of it issues the bulk copies; it
+ * keeps 40 registers) and two consumer warpgroups that own 64 rows of the
+ * block tile each and do nothing but wgmma: 128 x 40 + 256 x 232 registers
+ * fit the 384 x 168 the block starts with. Blocks walk the output in groups
+ * of kGroupRows block rows (start_block, below). */
+constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
+constexpr int kThreads = kProducerThreads + kConsumerThreads;
+constexpr int kWgRows = 64;  // rows of D per consumer warpgroup
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int kGroupRows = 8;
+
+/* Dynamic shared memory of a pipeline: its stages, then a full and an empty barrier per stage. */
+constexpr size_t pipeline_smem_bytes(int stages, int stage_floats) {
+    return (size_t)stages * stage_floats * sizeof(float) + 2 * (size_t)stages * sizeof(uint64_t);
+}
+
 constexpr int kR = 128, kS = 256;            // output tile: 128 rows of R x 256 rows of S
 constexpr int kSHalves = kS / 128;           // the accumulators' halves of 128 columns (wgmma_64x256x8)
 constexpr int kRFloats = kR * kBK;           // R: 128 x 32, 16 KiB
@@ -85,6 +103,251 @@ constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
 using tf32x3_inplace::kBoxRows;
 using tf32x3_inplace::Operands;
+
+// ---- the Hopper instructions and the pipeline's pieces (copied forward from the rungs before) ----
+
+struct TileCoord {
+    int row, col;
+};
+
+template <typename Int>
+__host__ __device__ inline TileCoord grouped_tile(Int id, Int tiles_m, Int tiles_n, Int group) {
+    const Int per_group = group * tiles_n, first = id / per_group * group;
+    const Int rows = tiles_m - first < group ? tiles_m - first : group;
+    return {(int)(first + id % per_group % rows), (int)(id % per_group / rows)};
+}
+
+/* A pointer into shared memory as the 32-bit shared-window address PTX instructions take. */
+__device__ __forceinline__ uint32_t smem_address(const void *p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* The shared-memory matrix descriptor of wgmma for a K-major operand in the
+ * 128-byte swizzle: start address and the atoms' stride in 16-byte units,
+ * swizzle mode 1 in bits 62-63 (the leading byte offset is unused there). */
+__device__ __forceinline__ uint64_t descriptor(const float *smem) {
+    const uint32_t address = smem_address(smem);
+    return (uint64_t)((address & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(kAtomBytes >> 4) << 32) | (1ull << 62);
+}
+
+/* The 64 accumulators of an m64n128 wgmma as inline-assembly operands %0 .. %63, read and written, with
+ * constraint c: "+f" for FP32 accumulators, "+r" for the s32 ones of the INT8 wgmma (rung 22). */
+#define FSG_WGMMA_ACCUMULATORS_64_AS(c, d)                                                                       \
+    c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]), c(d[10]), c(d[11]),   \
+        c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]),       \
+        c(d[22]), c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31]),       \
+        c(d[32]), c(d[33]), c(d[34]), c(d[35]), c(d[36]), c(d[37]), c(d[38]), c(d[39]), c(d[40]), c(d[41]),       \
+        c(d[42]), c(d[43]), c(d[44]), c(d[45]), c(d[46]), c(d[47]), c(d[48]), c(d[49]), c(d[50]), c(d[51]),       \
+        c(d[52]), c(d[53]), c(d[54]), c(d[55]), c(d[56]), c(d[57]), c(d[58]), c(d[59]), c(d[60]), c(d[61]),       \
+        c(d[62]), c(d[63])
+#define FSG_WGMMA_ACCUMULATORS_64(d) FSG_WGMMA_ACCUMULATORS_64_AS("+f", d)
+
+/* d (+)= A * B for a 64 x 128 x 8 tile with A from registers (rung 21): a
+ * thread's a[4] is its fragment of the warpgroup's 64 x 8 A, laid out as
+ * mma.sync's m16n8k8 A per warp (warp w takes rows 16 w .. 16 w + 15; lane l
+ * holds rows l / 4 and l / 4 + 8 at k = l % 4 and l % 4 + 4:
+ * a[0] (r, k), a[1] (r + 8, k), a[2] (r, k + 4), a[3] (r + 8, k + 4)).
+ * The instruction runs asynchronously and reads a[] while it runs: the caller
+ * keeps them unchanged until its wgmma_wait (touch_registers). */
+__device__ __forceinline__ void wgmma_64x128x8_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : FSG_WGMMA_ACCUMULATORS_64(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+}
+
+/* d (+)= A * B for a 64 x 256 x 8 tile (rung 24), as one instruction: d[0] holds columns 0-127 and d[1]
+ * columns 128-255, each as wgmma_64x128x8 lays them out, so that the 128 accumulators are those of two
+ * m64n128 wgmmas side by side. b: 256 rows of B^T from one descriptor (32 atoms of 8 rows). */
+__device__ __forceinline__ void wgmma_64x256x8(float (&d)[2][64], uint64_t a, uint64_t b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+        "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+        "%62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, "
+        "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, "
+        "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, "
+        "%119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, p, 1, 1;\n}\n"
+        : FSG_WGMMA_ACCUMULATORS_64(d[0]), FSG_WGMMA_ACCUMULATORS_64(d[1])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+/* Waits until at most N committed wgmma groups of this warpgroup are still running. */
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
+/* Tells the compiler the asynchronous wgmma may have changed d: no read of d moves above the wait. */
+template <int SIZE>
+__device__ __forceinline__ void touch(float (&d)[SIZE]) {
+#pragma unroll
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Keeps registers an asynchronous wgmma reads (its A fragment) alive and
+ * unchanged up to this point: the compiler sees them used here, after the
+ * caller's wgmma_wait, and so cannot give them to other values before. */
+template <int SIZE>
+__device__ __forceinline__ void touch_registers(uint32_t (&r)[SIZE]) {
+#pragma unroll
+    for (int i = 0; i < SIZE; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+/* mbarriers in shared memory: a phase completes when `count` arrivals have
+ * come (and, for a copy's barrier, the bytes it expects have landed); waiters
+ * name the phase by its parity (0, 1, 0, ...). An arrive releases this
+ * thread's earlier writes, a completed wait acquires them. */
+__device__ __forceinline__ void mbarrier_init(uint64_t *bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_address(bar)) : "memory");
+}
+/* Arrives and tells the barrier that `bytes` more will land by bulk copies before its phase can complete. */
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ bool mbarrier_try_wait(uint64_t *bar, int parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+__device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
+    while (!mbarrier_try_wait(bar, parity)) {
+    }
+}
+/* The two barriers of each of `stages` pipeline stages, by one thread before
+ * the block's first __syncthreads: full[s] completes on `producers` arrivals
+ * (one producer thread's, plus the bytes of the stage's bulk copies; or every
+ * thread of a producer that writes the stage itself), empty[s] on an arrival
+ * from every consumer thread after its wgmmas have read the stage. */
+__device__ __forceinline__ void init_stage_barriers(uint64_t *full, uint64_t *empty, int stages, int producers,
+                                                    int consumers) {
+    for (int s = 0; s < stages; ++s) {
+        mbarrier_init(&full[s], producers);
+        mbarrier_init(&empty[s], consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copy engine
+}
+/* Orders this thread's ordinary stores to shared memory before later reads by
+ * the async proxy (wgmma): a producer that writes operand tiles itself runs
+ * it before it arrives on the stage's full barrier. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* Hands registers from the producer warpgroup to the consumers (sm_90a). */
+template <int N>
+__device__ __forceinline__ void registers_down() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void registers_up() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+/* What both Hopper kernels do first, every thread of the block: carve the
+ * dynamic shared memory (STAGES stages of STAGE_FLOATS floats, then a full
+ * and an empty barrier per stage: pipeline_smem_bytes), have thread 0
+ * initialise the barriers (full: PRODUCERS arrivals) before the block's first
+ * __syncthreads, and find the block's output tile (BM x BN). Blocks take the
+ * tiles in groups of kGroupRows block rows, column by column inside a group,
+ * so that the blocks resident together share their A and B tiles in L2
+ * instead of each wave sweeping all of B. */
+struct BlockStart {
+    float *stages;
+    uint64_t *full, *empty;
+    int tile_m, tile_n;
+};
+struct StageRing {
+    float *stages;
+    uint64_t *full, *empty;
+};
+template <int STAGES, int STAGE_FLOATS, int PRODUCERS = 1>
+__device__ __forceinline__ StageRing start_ring(float4 *smem) {
+    StageRing ring;
+    ring.stages = reinterpret_cast<float *>(smem);
+    ring.full = reinterpret_cast<uint64_t *>(ring.stages + STAGES * STAGE_FLOATS);
+    ring.empty = ring.full + STAGES;
+    if (threadIdx.x == 0) init_stage_barriers(ring.full, ring.empty, STAGES, PRODUCERS, kConsumerThreads);
+    __syncthreads();
+    return ring;
+}
+template <int STAGES, int STAGE_FLOATS, int BM, int BN, int PRODUCERS = 1>
+__device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &g) {
+    const StageRing ring = start_ring<STAGES, STAGE_FLOATS, PRODUCERS>(smem);
+    const TileCoord tile = grouped_tile<int>(blockIdx.x, (int)ceil_div(g.m, BM), (int)ceil_div(g.n, BN), kGroupRows);
+    return {ring.stages, ring.full, ring.empty, tile.row, tile.col};
+}
+
+/* A persistent grid (one block per SM, each taking items gridDim.x apart) numbers its work items product by
+ * product (or split-K slice by slice: grid z's meaning; rung 22: modulus by modulus), each product's output
+ * tiles in start_block's order. */
+struct WorkItem {
+    int64_t z;
+    int tile_m, tile_n;
+};
+__device__ __forceinline__ WorkItem work_item(int64_t item, int tiles_m, int tiles_n) {
+    const int64_t per_product = (int64_t)tiles_m * tiles_n, z = item / per_product;
+    const TileCoord tile = grouped_tile<int>((int)(item - z * per_product), tiles_m, tiles_n, kGroupRows);
+    return {z, tile.row, tile.col};
+}
+
+/* Grid z is either split-K's slices or a batch's products (ladder.h's
+ * fsg_batch; never both). The block's own problem: its K-slice (common.cuh's
+ * this_slice) or its product, A, B, C and D moved on by the batch's steps.
+ * The SIMT rungs, which run a batch product by product, keep this_slice
+ * alone. kOneProduct: the batch of an ordinary call. */
+constexpr fsg_batch kOneProduct = {1, 0, 0, 0, 0};
+
+__device__ __forceinline__ fsg_gemm slice_or_product(const fsg_gemm &problem, const fsg_batch &batch, int64_t z) {
+    // One chain of offsets from the kernel's parameters, with no branch between two copies of the problem: with
+    // one (an early `return this_slice(problem)`), nvcc lost that D and C are global memory and stored the
+    // epilogue with generic ST.E in place of STG.E, and tf32x3 ran 2-3% slower at 2048^3-4096^3.
+    const bool in_batch = batch.count > 1;  // then k_slice is 0: the launchers refuse both at once
+    const int64_t slice = in_batch ? 0 : z, product = in_batch ? z : 0;
+    const int64_t k0 = slice * problem.k_slice;
+    fsg_gemm g = problem;
+    g.a += (problem.a_trans ? k0 * problem.lda : k0) + product * batch.step_a;
+    g.b += (problem.b_trans ? k0 : k0 * problem.ldb) + product * batch.step_b;
+    if (g.c != nullptr) g.c += product * batch.step_c;
+    g.k = problem.k_slice > 0 && problem.k - k0 > problem.k_slice ? problem.k_slice : problem.k - k0;
+    g.d += slice * problem.m * problem.ldd + product * batch.step_d;
+    return g;
+}
+__device__ __forceinline__ fsg_gemm this_slice_or_product(const fsg_gemm &problem, const fsg_batch &batch) {
+    return slice_or_product(problem, batch, blockIdx.z);
+}
+
+/* The launcher of the wgmma rungs (19 tf32, 20 tf32x3): their wgmma path
+ * (sm90) on compute capability 9.0, the one its code is built for (sm_90a),
+ * unless it declines the call (it leaves *launched false when its workspace
+ * or grid cannot be had); the mma.sync rung of the same math (17 tf32_mma,
+ * 18 tf32x3_mma) otherwise, which runs a batch product by product. */
+inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch, cudaStream_t stream,
+                                       cudaError_t (*sm90)(const fsg_gemm *, const fsg_batch &, cudaStream_t, bool *),
+                                       cudaError_t (*mma_sync)(const fsg_gemm *, cudaStream_t)) {
+    if (batch->count > 1 && g->k_slice != 0) return cudaErrorInvalidValue;  // grid z is one or the other
+    int device, major, minor;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    if (err != cudaSuccess) return err;
+    if (major == 9 && minor == 0) {
+        bool launched = false;
+        err = sm90(g, *batch, stream, &launched);
+        if (err != cudaSuccess || launched) return err;
+    }
+    return fsg_each_product(g, batch, stream, mma_sync);
+}
 
 // ---- kernel ----
 /* A consumer thread's fragments of R (rows k-contiguous in memory: no) for a
@@ -225,7 +488,8 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
  * product by product). kernel="tf32_tma" runs the engine's copy of this code
  * (kernels/engine/tf32_tma.cu), with stacks in one launch. */
 extern "C" cudaError_t fsg_tf32_tma_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
-    return fsg::hopper::wgmma_else_mma_sync(g, &fsg::hopper::kOneProduct, stream, fsg::lesson::tf32_tma::launch,
+    return fsg::lesson::tf32_tma::wgmma_else_mma_sync(g, &fsg::lesson::tf32_tma::kOneProduct, stream,
+                                                      fsg::lesson::tf32_tma::launch,
                                             fsg_tf32_mma_sgemm);
 }
 
