@@ -67,7 +67,7 @@ typedef struct DeviceBuffer {
     void *ptr;
     Py_ssize_t nbytes;
     int device;
-    int pooled; /* from the stream-ordered result pool (csrc/_sgemm.c), not cudaMalloc */
+    int pooled; /* from the stream-ordered result pool (csrc/device_buffer.c), not cudaMalloc */
     int shared; /* its address went out (an interface, DLPack, .ptr) or a stream outside the legacy stream's order
                    read it: freed only after the device has synchronized */
     int counted; /* its bytes are in fastsgemm's device memory count (kernels/support/device_memory.c) */
@@ -91,7 +91,7 @@ extern PyType_Spec device_matrix_spec;
 cudaError_t result_pool_follow_limit(int device);
 
 /* Marks a pooled buffer as read on `stream`: one the legacy default stream does not order (a non-blocking
- * stream) makes its free wait for the whole device (csrc/_sgemm.c, "DeviceBuffer"). */
+ * stream) makes its free wait for the whole device (csrc/device_buffer.c, "DeviceBuffer"). */
 void device_buffer_read_on(DeviceBuffer *buffer, cudaStream_t stream);
 
 /* ---- the calling thread's CUDA context (csrc/device_context.c) ---- */

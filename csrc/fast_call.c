@@ -520,7 +520,7 @@ static PyObject *new_result(module_state *st, operand_kind kind, PyObject *templ
                          (long long)m, (long long)n);
             return NULL;
         }
-        // On the stream that will write it: from the stream-ordered pool where that stream allows (_sgemm.c).
+        // On the stream that will write it: from the stream-ordered pool where that stream allows (device_buffer.c).
         PyObject *buffer =
             PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)bytes, device, stream);
         if (buffer == NULL) return NULL;
@@ -702,7 +702,7 @@ PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
     }
     if (kind == KIND_DEVICE_ARRAY) {
         // A pooled buffer read on a stream the legacy default stream does not order must not be freed in that
-        // order alone (_sgemm.c, "DeviceBuffer").
+        // order alone (device_buffer.c, "DeviceBuffer").
         for (int i = 0; i < 4; ++i) {
             if (objs[i] == Py_None && i != 2) continue;
             PyObject *buffer = ((const DeviceMatrix *)(i == 2 ? result : objs[i]))->buffer;  // read: bound
