@@ -65,7 +65,7 @@
 #ifndef FASTSGEMM_LADDER_24_TF32_TMA
 #define FASTSGEMM_LADDER_24_TF32_TMA
 
-#include "ladder/23_tf32x3_inplace.cu"  // and through it rungs 19-21: tensor maps, the orientation, the epilogue
+#include "ladder/23_tf32x3_inplace.cu"  // its orientation, tensor maps, copy thread and epilogue
 
 namespace fsg {
 namespace lesson {
