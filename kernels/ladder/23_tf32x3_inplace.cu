@@ -880,16 +880,14 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
 }  // namespace lesson
 }  // namespace fsg
 
-// ---- launcher (compiled with this file, not where a later rung includes it for its code) ----
+// ---- launcher (compiled with this file alone) ----
 /* Registered as kernel="tf32x3_inplace:lesson": one product at a time (a stack runs
  * product by product). kernel="tf32x3_inplace" runs the engine's copy of this code
  * (kernels/engine/tf32x3_inplace.cuh), with stacks in one launch. */
-#if __INCLUDE_LEVEL__ == 0
 extern "C" cudaError_t fsg_tf32x3_inplace_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::lesson::tf32x3_inplace::wgmma_else_mma_sync(g, &fsg::lesson::tf32x3_inplace::kOneProduct, stream,
                                                             fsg::lesson::tf32x3_inplace::launch,
-                                            fsg_tf32x3_mma_sgemm);
+                                                            fsg_tf32x3_mma_sgemm);
 }
-#endif
 
 #endif /* FASTSGEMM_LADDER_23_TF32X3_INPLACE */

@@ -65,7 +65,9 @@
 #ifndef FASTSGEMM_LADDER_24_TF32_TMA
 #define FASTSGEMM_LADDER_24_TF32_TMA
 
-#include "ladder/23_tf32x3_inplace.cu"  // its orientation, tensor maps, copy thread and epilogue
+#include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
+
+#include "common.cuh"
 
 namespace fsg {
 namespace lesson {
@@ -101,8 +103,8 @@ constexpr int kStages = 4;
 constexpr int kKSteps = kBK / 8;  // wgmma k-steps of 8 per k-tile
 constexpr size_t kSmemBytes = pipeline_smem_bytes(kStages, kStageFloats);
 static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have");
-using tf32x3_inplace::kBoxRows;
-using tf32x3_inplace::Operands;
+constexpr int kBoxRows = 32;  // a row-contiguous R comes in boxes of 32 rows x 32 k (128 bytes wide), as rung 23's
+constexpr int kTile = 128;    // rung 23's output tile: the margin operand_map keeps inside an int
 
 // ---- the Hopper instructions and the pipeline's pieces (copied forward from the rungs before) ----
 
@@ -349,6 +351,253 @@ inline cudaError_t wgmma_else_mma_sync(const fsg_gemm *g, const fsg_batch *batch
     return fsg_each_product(g, batch, stream, mma_sync);
 }
 
+// ---- what this rung keeps of rung 23 (copied forward) ----
+/* Element (row, k) of a K-major operand tile in the 128-byte swizzle (above);
+ * row is m for A, n for B. */
+__device__ __forceinline__ int operand_offset(int row, int k) {
+    return row * kBK + (((k / 4) ^ (row % 8)) * 4) + k % 4;
+}
+
+/* A box of a 3-D tensor (a tensor map made on the host, passed as a
+ * __grid_constant__ kernel parameter) from global to shared memory by the
+ * copy engine, at element coordinates (x, y, z), x the contiguous one;
+ * elements outside the tensor arrive as zeros. Completes on bar. */
+__device__ __forceinline__ void tensor_load_3d(float *dst, const void *map, int x, int y, int z, uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(smem_address(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_address(bar))
+        : "memory");
+}
+
+/* Where a consumer warpgroup's 64 x N result of wgmma m64nN (N = 128 unless
+ * given) lies, its top-left element at (row0, col0): visit(i, row, col) for
+ * each of the thread's accumulators. Accumulator i (of N / 2) is element
+ * i % 4 of n8 block i / 4 in the m16n8 fragment layout. */
+template <int N = 128, typename Visit>
+__device__ __forceinline__ void for_each_accumulator(int64_t row0, int64_t col0, Visit &&visit) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    const int64_t first_row = row0 + warp * 16 + lane / 4, first_col = col0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) visit(i, first_row + 8 * ((i % 4) / 2), first_col + 8 * (i / 4) + i % 2);
+}
+/* for_each_accumulator's position of accumulator 0 (the others lie at fixed offsets from it). Not used by
+ * for_each_accumulator itself: written that way, nvcc allocated rung 21's direct kernel's registers otherwise. */
+struct Position {
+    int64_t row, col;
+};
+__device__ __forceinline__ Position first_accumulator(int64_t row0, int64_t col0) {
+    const int tid = threadIdx.x, warp = (tid % 128) / 32, lane = tid % 32;
+    return {row0 + warp * 16 + lane / 4, col0 + 2 * (lane % 4)};
+}
+
+/* The epilogue: that result, whose top-left element is D(row0, col0), into D
+ * through store_d; value(i) is what to store for accumulator i. */
+template <int N = 128, typename Value>
+__device__ __forceinline__ void store_slice(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    for_each_accumulator<N>(row0, col0, [&](int i, int64_t row, int64_t col) {
+        if (row < g.m && col < g.n) store_d(g, row, col, value(i));
+    });
+}
+
+inline unsigned grid_z(const fsg_gemm &g, const fsg_batch &batch) {
+    return batch.count > 1 ? (unsigned)batch.count : slice_count(g);
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled, found once through the runtime (the
+ * extension links no driver library); null where the driver lacks it. */
+inline EncodeTiled encode_tiled() {
+    static const EncodeTiled found = [] {
+        void *fn = nullptr;
+        cudaDriverEntryPointQueryResult status;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
+                cudaSuccess ||
+            status != cudaDriverEntryPointSuccess)
+            fn = nullptr;
+        if (fn == nullptr) (void)cudaGetLastError();  // a failed query is not the caller's error: not left pending
+        return reinterpret_cast<EncodeTiled>(fn);
+    }();
+    return found;
+}
+
+/* Element (r, k) of raw R's 128 x 32 tile. Along k (R's rows k-contiguous in
+ * memory): one tensor box, rung 21's layout (operand_offset). Otherwise four
+ * boxes of 32 rows, each 32 lines of k of 128 bytes, chunks swizzled by k % 8. */
+template <bool R_ALONG_K>
+__device__ __forceinline__ int raw_r_offset(int r, int k) {
+    if constexpr (R_ALONG_K) return operand_offset(r, k);
+    else return (r / kBoxRows) * kBoxRows * kBK + k * kBoxRows + ((((r % kBoxRows) / 4) ^ (k % 8)) * 4) + r % 4;
+}
+
+/* What the kernel needs of the orientation: R and S's tensor maps (x is each
+ * matrix's contiguous direction, z the product), and which of them are the
+ * products' own (a coordinate z per product) rather than shared. */
+struct Operands {
+    int64_t rows_r, rows_s;  // the output tile grid: rows of R x rows of S
+    bool own_r, own_s;
+};
+
+/* The consumers' epilogue for one 64 x 128 slice of an output tile whose
+ * top-left element is O(row0, col0), O = R S^T: O is D, or D^T where the
+ * kernel runs transposed (each result then goes to D(col, row), with C read
+ * there too).
+ * A slice wholly inside D with no C (beta 0) is stored from one pointer at
+ * fixed offsets: about 3 instructions a value, where store_d's bounds, C and
+ * 64-bit address arithmetic took 23. For a stack of 128^3 products (four
+ * k-tiles a tile) the generic epilogue took a third of the consumers' time
+ * (benchmarks/NOTES.md).
+ * Not transposed, a thread's two results in adjacent columns go out as one
+ * 8-byte store where the address allows, so that a warp's store fills whole
+ * 32-byte sectors instead of every other 4 bytes of them twice: 32.4 -> 24.4
+ * us a call for 256 products of 128^3 with B column-major on the H100, 88 ->
+ * 60 us for attention's Q K^T over 96 heads of 512 x 64 (benchmarks/NOTES.md,
+ * "Paired stores"). Transposed, a warp's store already writes whole 32-byte
+ * runs (eight rows of O are eight adjacent floats of D). */
+template <bool TRANSPOSED, typename Value>
+__device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, int64_t col0, Value &&value) {
+    const int64_t rows = TRANSPOSED ? g.n : g.m, cols = TRANSPOSED ? g.m : g.n;
+    if (g.c == nullptr && row0 + kWgRows <= rows && col0 + kTile <= cols) {
+        const int64_t row_step = TRANSPOSED ? 1 : g.ldd, col_step = TRANSPOSED ? g.ldd : 1;  // O's steps in D
+        const Position first = first_accumulator(row0, col0);
+        float *corner = g.d + first.row * row_step + first.col * col_step;
+        if constexpr (!TRANSPOSED) {
+            // The pairs lie a multiple of 8 floats from the corner, so an aligned corner aligns them all; an even
+            // ldd gives every lane's corner the same alignment, so that the warp takes one branch.
+            if (reinterpret_cast<uintptr_t>(corner) % 8 == 0 && g.ldd % 2 == 0) {
+#pragma unroll
+                for (int i = 0; i < kTile / 2; i += 2)
+                    *reinterpret_cast<float2 *>(corner + 8 * ((i % 4) / 2) * g.ldd + 8 * (i / 4)) =
+                        make_float2(g.alpha * value(i), g.alpha * value(i + 1));
+                return;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kTile / 2; ++i)  // accumulator i: 8 ((i % 4) / 2) rows and 8 (i / 4) + i % 2 columns on
+            corner[8 * ((i % 4) / 2) * row_step + (8 * (i / 4) + i % 2) * col_step] = g.alpha * value(i);
+    } else if constexpr (TRANSPOSED) {
+        for_each_accumulator<kTile>(row0, col0, [&](int i, int64_t row, int64_t col) {
+            if (col < g.m && row < g.n) store_d(g, col, row, value(i));
+        });
+    } else {
+        store_slice<kTile>(g, row0, col0, value);
+    }
+}
+
+/* The copy thread of a block (this rung's and rung 24's): tile q of the block's
+ * sequence (its items' k-tiles, one after another) into stage q % STAGES,
+ * once the consumers are done with tile q - STAGES there (empty): S's
+ * S_ROWS x 32 box at the stage's start, R's R_ROWS rows at R_AT (one box along
+ * k, or boxes of kBoxRows rows across it), both completing on landed. */
+template <bool R_ALONG_K, int STAGES, int STAGE_FLOATS, int R_ROWS, int S_ROWS, int R_AT>
+__device__ __forceinline__ void copy_tiles(float *stages, uint64_t *landed, uint64_t *empty, const CUtensorMap &r_map,
+                                           const CUtensorMap &s_map, const fsg_gemm &problem, const fsg_batch &batch,
+                                           const Operands &operands, int64_t items) {
+    const int tiles_r = (int)ceil_div(operands.rows_r, R_ROWS), tiles_s = (int)ceil_div(operands.rows_s, S_ROWS);
+    const bool in_batch = batch.count > 1;
+    int64_t q = 0;
+    for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+        const WorkItem w = work_item(item, tiles_r, tiles_s);
+        const int count = (int)ceil_div(slice_or_product(problem, batch, w.z).k, kBK);
+        const int product = in_batch ? (int)w.z : 0, r0 = w.tile_m * R_ROWS, s0 = w.tile_n * S_ROWS;
+        const int r_product = operands.own_r ? product : 0, s_product = operands.own_s ? product : 0;
+        const int64_t k0 = in_batch ? 0 : w.z * problem.k_slice;  // a split-K slice's first k
+        for (int t = 0; t < count; ++t, ++q) {
+            const int s = (int)(q % STAGES), k = (int)(k0 + (int64_t)t * kBK);
+            if (q >= STAGES) mbarrier_wait(&empty[s], (int)(q / STAGES - 1) & 1);
+            float *stage = stages + s * STAGE_FLOATS, *raw_r = stage + R_AT;
+            mbarrier_arrive_expect(&landed[s], (S_ROWS + R_ROWS) * kBK * sizeof(float));
+            tensor_load_3d(stage, &s_map, k, s0, s_product, &landed[s]);
+            if constexpr (R_ALONG_K) {
+                tensor_load_3d(raw_r, &r_map, k, r0, r_product, &landed[s]);
+            } else {
+#pragma unroll
+                for (int box = 0; box < R_ROWS / kBoxRows; ++box)
+                    tensor_load_3d(raw_r + box * kBoxRows * kBK, &r_map, r0 + box * kBoxRows, k, r_product,
+                                   &landed[s]);
+            }
+        }
+    }
+}
+
+/* A tensor map of one operand: `along` elements in its contiguous direction,
+ * `across` lines of ld floats, `products` matrices `step` floats apart (1
+ * where the products share it), boxes of box_along x box_across in the
+ * 128-byte swizzle, zeros outside. False where the copy engine cannot read it
+ * so: an address or a stride that is not a multiple of 16 bytes, coordinates
+ * past an int, or no encoder. `type`: FP32 as it lies, or TF32 (rounded to
+ * nearest as the copy lands: rung 24). */
+inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t across, int64_t products, int64_t step,
+                        int box_along, int box_across, CUtensorMap *map,
+                        CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32) {
+    const int64_t limit = INT32_MAX - kTile;  // the largest coordinate a tile may start at, and its box's reach
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || ld % 4 != 0 || ld < along ||
+        (products > 1 && (step <= 0 || step % 4 != 0)) || along > limit || across > limit || products > INT32_MAX)
+        return false;
+    const EncodeTiled encode = encode_tiled();
+    if (encode == nullptr) return false;
+    const cuuint64_t sizes[3] = {(cuuint64_t)along, (cuuint64_t)across, (cuuint64_t)products};
+    const cuuint64_t line = (cuuint64_t)ld * sizeof(float);
+    const cuuint64_t strides[2] = {line, products > 1 ? (cuuint64_t)step * sizeof(float) : line};
+    const cuuint32_t box[3] = {(cuuint32_t)box_along, (cuuint32_t)box_across, 1}, unit[3] = {1, 1, 1};
+    return encode(map, type, 3, const_cast<float *>(p), sizes, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* How a call runs on this rung's block (and rung 24's): which operand wgmma
+ * reads from shared memory (S, k-contiguous in the caller's matrix) and which
+ * from registers (R), their tensor maps (R in tiles of r_rows rows, S of
+ * s_rows, elements of `type`), and the persistent grid: one block per SM,
+ * or per output tile where there are fewer. */
+struct Orientation {
+    bool transposed;  // B row-major (so A too): S is A, R is B^T, the result D^T
+    Operands operands;
+    CUtensorMap r_map, s_map;
+    int64_t items;  // the output tiles of every slice or product
+    dim3 grid;
+};
+
+/* False where the call cannot run so: k == 0, no k-contiguous operand, a
+ * matrix the copy engine cannot read (operand_map), or a grid past an int. */
+inline cudaError_t orient(const fsg_gemm *g, const fsg_batch &batch, int r_rows, int s_rows, CUtensorMapDataType type,
+                          Orientation *o, bool *possible) {
+    *possible = false;
+    if (g->k == 0 || (g->a_trans && !g->b_trans) || g->k_slice % kBK != 0 || batch.count > kFsgMaxBatch)
+        return cudaSuccess;
+    o->transposed = !g->b_trans;  // B row-major: then A is row-major (above), and S is A
+    const bool in_batch = batch.count > 1;
+    const bool own_a = in_batch && batch.step_a != 0, own_b = in_batch && batch.step_b != 0;
+    const int64_t products_a = own_a ? batch.count : 1, products_b = own_b ? batch.count : 1;
+    bool mapped;
+    if (o->transposed) {  // S = A (k contiguous), R = B^T: B row-major, its rows of n contiguous
+        o->operands = {g->n, g->m, own_b, own_a};
+        mapped = operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, s_rows, &o->s_map, type) &&
+                 operand_map(g->b, g->ldb, g->n, g->k, products_b, batch.step_b, kBoxRows, kBK, &o->r_map, type);
+    } else {  // S = B^T (B column-major: k contiguous), R = A either way
+        o->operands = {g->m, g->n, own_a, own_b};
+        mapped = operand_map(g->b, g->ldb, g->k, g->n, products_b, batch.step_b, kBK, s_rows, &o->s_map, type) &&
+                 (g->a_trans
+                      ? operand_map(g->a, g->lda, g->m, g->k, products_a, batch.step_a, kBoxRows, kBK, &o->r_map, type)
+                      : operand_map(g->a, g->lda, g->k, g->m, products_a, batch.step_a, kBK, r_rows, &o->r_map, type));
+    }
+    const int64_t tiles = ceil_div(o->operands.rows_r, r_rows) * ceil_div(o->operands.rows_s, s_rows);
+    // operand_map keeps a kTile-row tile's coordinates inside an int; a larger tile needs its own margin.
+    if (!mapped || tiles > INT32_MAX || o->operands.rows_r > INT32_MAX - r_rows ||
+        o->operands.rows_s > INT32_MAX - s_rows)
+        return cudaSuccess;
+    int sms;
+    cudaError_t err = current_sm_count(&sms);
+    if (err != cudaSuccess) return err;
+    o->items = tiles * grid_z(*g, batch);
+    o->grid = dim3((unsigned)(o->items < sms ? o->items : sms));
+    *possible = true;
+    return cudaSuccess;
+}
+
 // ---- kernel ----
 /* A consumer thread's fragments of R (rows k-contiguous in memory: no) for a
  * whole k-tile, in wgmma's register layout (rows row and row + 8, k col and
@@ -359,7 +608,7 @@ __device__ __forceinline__ void load_fragments(const float *raw_r, int row, int 
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int k = 8 * ks + col + 4 * (i / 2);
-            a[ks][i] = __float_as_uint(raw_r[tf32x3_inplace::raw_r_offset<false>(row + 8 * (i % 2), k)]);
+            a[ks][i] = __float_as_uint(raw_r[raw_r_offset<false>(row + 8 * (i % 2), k)]);
         }
 }
 
@@ -409,7 +658,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid < 128) {
         registers_down<kProducerRegisters>();
         if (tid == 0)
-            tf32x3_inplace::copy_tiles<R_ALONG_K, kStages, kStageFloats, kR, kS, kSFloats>(
+            copy_tiles<R_ALONG_K, kStages, kStageFloats, kR, kS, kSFloats>(
                 stages, full, empty, r_map, s_map, problem, batch, operands, items);
     } else {
         registers_up<kConsumerRegisters>();
@@ -451,7 +700,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int64_t row0 = (int64_t)w.tile_m * kR + consumer * kWgRows;
 #pragma unroll
             for (int j = 0; j < kSHalves; ++j)
-                tf32x3_inplace::store_output<TRANSPOSED>(g, row0, (int64_t)w.tile_n * kS + j * 128,
+                store_output<TRANSPOSED>(g, row0, (int64_t)w.tile_n * kS + j * 128,
                                                    [&](int i) { return acc[j][i]; });
         }
     }
@@ -464,9 +713,9 @@ __global__ void __launch_bounds__(kThreads, 1)
  * operand, or a matrix the copy engine cannot read). */
 inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     *launched = false;
-    tf32x3_inplace::Orientation o;
+    Orientation o;
     bool possible;
-    const cudaError_t err = tf32x3_inplace::orient(g, batch, kR, kS, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, &o, &possible);
+    const cudaError_t err = orient(g, batch, kR, kS, CU_TENSOR_MAP_DATA_TYPE_TFLOAT32, &o, &possible);
     if (err != cudaSuccess || !possible) return err;
     auto run = [&](auto kernel) {
         launch_with_smem(kernel, o.grid, kThreads, kSmemBytes, stream, o.r_map, o.s_map, *g, batch, o.operands,
@@ -489,8 +738,7 @@ inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_
  * (kernels/engine/tf32_tma.cu), with stacks in one launch. */
 extern "C" cudaError_t fsg_tf32_tma_lesson_sgemm(const fsg_gemm *g, cudaStream_t stream) {
     return fsg::lesson::tf32_tma::wgmma_else_mma_sync(g, &fsg::lesson::tf32_tma::kOneProduct, stream,
-                                                      fsg::lesson::tf32_tma::launch,
-                                            fsg_tf32_mma_sgemm);
+                                                      fsg::lesson::tf32_tma::launch, fsg_tf32_mma_sgemm);
 }
 
 #endif /* FASTSGEMM_LADDER_24_TF32_TMA */
