@@ -3,8 +3,7 @@
  * else: tile counts, element offsets for both layouts, the index type,
  * split-K's slices, the epilogue, the layout dispatch and the launch. No idea
  * of the ladder lives here: each is written in the rung that introduces it
- * (kernels/ladder/), and the rungs after it copy it forward (the later
- * tensor-core rungs still include the rung before them).
+ * (kernels/ladder/), and the rungs after it copy it forward.
  */
 #ifndef FASTSGEMM_COMMON_CUH
 #define FASTSGEMM_COMMON_CUH

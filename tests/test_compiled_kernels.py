@@ -198,8 +198,8 @@ def test_no_kernel_is_compiled_into_two_objects(compiled):
 
 def test_no_kernel_is_compiled_for_both_targets(compiled):
     """No kernel is compiled both into an object for the default targets and into one for sm_90a: an sm_90a file
-    that includes a lesson built for the default targets (rung 19 includes rung 18) must not instantiate the
-    lesson's kernels again. The two checks above each look within one group of objects; this one across them."""
+    that includes a file built for the default targets must not instantiate that file's kernels again (none
+    does now that every lesson is whole; rung 19 once included rung 18). The two checks above each look within one group of objects; this one across them."""
     default, hopper = kernels_by_object(compiled, hopper=False), kernels_by_object(compiled, hopper=True)
     both = {kernel: default[kernel] + hopper[kernel] for kernel in default.keys() & hopper.keys()}
     assert not both, f"{len(both)} kernels in objects of both targets, e.g. {list(both.items())[:3]}"

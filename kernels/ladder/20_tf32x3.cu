@@ -3,8 +3,9 @@
  * three TF32 products, on rung 19's pipeline.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): the launcher runs it on
- * devices of compute capability 9.0 and runs rung 18 (tf32x3_mma) on Ampere
- * and Ada, and for the rare call whose workspace cannot be allocated.
+ * devices of compute capability 9.0 and runs rung 18 (tf32x3_mma) on any
+ * other device, and where this path declines (k == 0, a split that is not
+ * whole k-tiles, a workspace that cannot be had).
  *
  * Rung 18 split each operand into x = hi + lo, both TF32, and summed three
  * tensor-core products, hi_a hi_b + lo_a hi_b + hi_a lo_b, for an error like
@@ -41,6 +42,10 @@
  * call and counted against fastsgemm's device memory limit (where it cannot
  * be had, rung 18 runs). Split-K slices on grid z as every rung. Stacks:
  * product by product, a pack pass and a GEMM each.
+ * The workspace comes from the device's default stream-ordered pool, which
+ * hands its memory back at each synchronization: a call after one maps it
+ * afresh, which the engine's own pool (kernels/support/workspace_pool.c)
+ * avoids, so this lesson's times include that where the caller synchronizes.
  * Next: the pack pass writes and reads back 2 (m + n) k floats; rung 21
  * splits A in the consumers' registers instead, and packs only B.
  */
@@ -227,7 +232,8 @@ static __global__ void __launch_bounds__(kPackThreads) pack_kernel(const float *
 static __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32x3_kernel(fsg_gemm problem, const float *packed_a, const float *packed_b, int tiles_k) {
     const fsg_gemm g = this_slice(problem);
-    const int per_slice = problem.k_slice > 0 ? (int)(problem.k_slice / kBK) : tiles_k;
+    const int64_t slice_tiles = problem.k_slice / kBK;  // 0: K whole (k_slice may be past k: one slice)
+    const int per_slice = slice_tiles > 0 && slice_tiles < tiles_k ? (int)slice_tiles : tiles_k;
     const int first = blockIdx.z * per_slice, count = per_slice < tiles_k - first ? per_slice : tiles_k - first;
 
     // Shared memory: the stages, then a full and an empty barrier per stage. Swizzle atoms want 1024-byte alignment.

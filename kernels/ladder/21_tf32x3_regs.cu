@@ -26,8 +26,9 @@
  *     against rung 20's 64, so the ring is four stages deep, not three.
  *   - A consumer thread reads 16 values of A per k-tile (rows r and r + 8,
  *     k = c and c + 4 of each k-step of 8, wgmma's register layout). The
- *     swizzle puts the 8 rows a quarter warp reads in 8 different 16-byte
- *     chunks of their 128-byte rows: no bank conflicts.
+ *     swizzle puts the 8 rows a warp's lanes read at one k (rows r, r + 1,
+ *     ..., r + 7) in 8 different 16-byte chunks of their 128-byte rows: no
+ *     bank conflicts.
  *   - The products, the order of the sums and the split are rung 20's, so
  *     the result is the same, bit for bit (tests/test_tensorcore.py).
  *
@@ -44,7 +45,8 @@
  * engine's copy (kernel="tf32x3_regs") runs rung 20's packed path there
  * instead, the same numbers bit for bit, and a stack in one launch (products
  * on grid z, every product's B packed in one pass, a shared B once). Stacks
- * here: product by product. A workspace of 2 n k floats.
+ * here: product by product. A workspace of 2 n k floats, from the default
+ * pool as in rung 19.
  *
  * Next: B still passes through DRAM three times (read, packed, read back).
  * The direct path takes the pack pass away, but its producers' split of B
@@ -338,7 +340,8 @@ static __global__ void __launch_bounds__(kThreads, 1)
     wgmma_tf32x3_regs_kernel(const __grid_constant__ CUtensorMap a_map, fsg_gemm problem, const float *packed_b,
                              int tiles_k) {
     const fsg_gemm g = this_slice(problem);
-    const int per_slice = problem.k_slice > 0 ? (int)(problem.k_slice / kBK) : tiles_k;
+    const int64_t slice_tiles = problem.k_slice / kBK;  // 0: K whole (k_slice may be past k: one slice)
+    const int per_slice = slice_tiles > 0 && slice_tiles < tiles_k ? (int)slice_tiles : tiles_k;
     const int first = blockIdx.z * per_slice, count = per_slice < tiles_k - first ? per_slice : tiles_k - first;
 
     // Shared memory: the stages, then a full and an empty barrier per stage. Swizzle atoms want 1024-byte alignment.
