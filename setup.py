@@ -48,7 +48,8 @@ FILE_ARCHS = {"kernels/ladder/19_tf32.cu": "90a", "kernels/ladder/20_tf32x3.cu":
 # clash with, or be bound to, another library's symbols of the same name in the process.
 NVCC_FLAGS = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
               "-Wno-deprecated-gpu-targets"]
-C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers", "-fvisibility=hidden"]
+C_FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers", "-fvisibility=hidden",
+           "-Werror=implicit-function-declaration"]
 
 
 def find_runtime_requirements():

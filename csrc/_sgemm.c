@@ -526,6 +526,13 @@ static PyMethodDef module_methods[] = {
     {"linear_fast", (PyCFunction)(void (*)(void))linear_fast, METH_FASTCALL,
      "linear_fast(input, weight, bias, kernel): fastsgemm.torch.Linear's input @ weight^T + bias on torch CUDA "
      "tensors in one C call (the bias as the product's C) -> a new tensor, or NotImplemented where Python must run"},
+    {"views_overlap", (PyCFunction)(void (*)(void))views_overlap, METH_FASTCALL,
+     "views_overlap(x_ptr, x_shape, x_strides, y_ptr, y_shape, y_strides) -> bool: whether two device views share "
+     "an address"},
+    {"stream_for", (PyCFunction)(void (*)(void))stream_for, METH_FASTCALL,
+     "stream_for(A, device, producer_stream) -> int: the stream a call whose A is this object works on"},
+    {"result_like", (PyCFunction)(void (*)(void))result_like, METH_FASTCALL,
+     "result_like(A, shape, device, stream) -> a new float32 result for a call whose A is this object"},
     {"sgemm_fast", (PyCFunction)(void (*)(void))sgemm_fast, METH_FASTCALL,
      "sgemm_fast(A, B, C, out, alpha, beta, kernel) -> result, or NotImplemented where the general path must run"},
     {"register_fast_path", (PyCFunction)(void (*)(void))register_fast_path, METH_FASTCALL,

@@ -317,3 +317,47 @@ cudaError_t order_streams(cudaStream_t consumer, cudaStream_t producer) {
     }
     return err;
 }
+
+/* ---- views_overlap: the one overlap test, for fastsgemm.matmul's Python ---- */
+
+/* A view's extents and strides from two tuples of one length (at most 64). 0, or -1 with an exception set. */
+static int view_of(PyObject *shape, PyObject *strides, int *ndim, int64_t extent[64], int64_t stride[64]) {
+    if (!PyTuple_Check(shape) || !PyTuple_Check(strides) || PyTuple_GET_SIZE(shape) != PyTuple_GET_SIZE(strides) ||
+        PyTuple_GET_SIZE(shape) > 64) {
+        PyErr_SetString(PyExc_TypeError, "views_overlap: shape and strides must be tuples of one length, at most 64");
+        return -1;
+    }
+    *ndim = (int)PyTuple_GET_SIZE(shape);
+    for (int i = 0; i < *ndim; ++i) {
+        extent[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (extent[i] == -1 && PyErr_Occurred()) return -1;
+        stride[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+        if (stride[i] == -1 && PyErr_Occurred()) return -1;
+        if (extent[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "views_overlap: a negative extent");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* views_overlap(x_ptr, x_shape, x_strides, y_ptr, y_shape, y_strides) -> bool: whether two device views (strides
+ * in elements) name a common address, by operands.c's fsg_views_overlap. */
+PyObject *views_overlap(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "views_overlap(x_ptr, x_shape, x_strides, y_ptr, y_shape, y_strides)");
+        return NULL;
+    }
+    int64_t x_extent[64], x_stride[64], y_extent[64], y_stride[64];
+    int x_ndim, y_ndim;
+    const unsigned long long x = PyLong_AsUnsignedLongLong(args[0]);
+    if (PyErr_Occurred()) return NULL;
+    const unsigned long long y = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (view_of(args[1], args[2], &x_ndim, x_extent, x_stride) < 0 ||
+        view_of(args[4], args[5], &y_ndim, y_extent, y_stride) < 0)
+        return NULL;
+    return PyBool_FromLong(fsg_views_overlap((uintptr_t)x, x_ndim, x_extent, x_stride, (uintptr_t)y, y_ndim, y_extent,
+                                             y_stride));
+}

@@ -245,6 +245,10 @@ PyObject *register_fast_path(PyObject *module, PyObject *const *args, Py_ssize_t
 PyObject *sgemm_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *linear_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *stream_for(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *result_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* csrc/call.c */
+PyObject *views_overlap(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *forget_auto_choices(PyObject *module, PyObject *unused);
 
 /* kernel="auto" for a stack of `count` m x n x k products (1: one product)

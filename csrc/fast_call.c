@@ -502,51 +502,65 @@ static int real_of(PyObject *obj, double *value) {
     return 1;
 }
 
-/* A new m x n float32 matrix (count < 0) or count x m x n stack in the
- * framework of `template`, or NULL with an exception set. */
-static PyObject *new_result(module_state *st, operand_kind kind, PyObject *template, int device, int64_t count,
-                            int64_t m, int64_t n, PyObject *stream) {
+/* A new uninitialised float32 array of `shape` (a tuple) for a call whose A is
+ * `template`, of `kind`, on `device` (-1: host memory): a NumPy array for
+ * host calls, a torch tensor or a CuPy array on the device for those, else a
+ * DeviceArray (matrices only; its buffer allocated on `stream`, which it
+ * remembers as its writer: an int handle or None). The one place a result is
+ * made, for the fast path and the general path (result_like) alike. NULL with
+ * an exception set. */
+static PyObject *new_result_of_shape(module_state *st, operand_kind kind, PyObject *template, int device,
+                                     PyObject *shape, PyObject *stream) {
     fast_state *fs = &st->fast;
-    if (count >= 0 && kind != KIND_TORCH && kind != KIND_CUPY) {
-        PyErr_SetString(PyExc_SystemError, "fast path: no stack result for this kind");
+    if (device < 0) return PyObject_CallFunctionObjArgs(fs->numpy_empty, shape, fs->float32_dtype, NULL);
+    if (kind == KIND_TORCH) return PyObject_CallMethodOneArg(template, fs->s_new_empty, shape);
+    if (kind == KIND_CUPY) {
+        // cupy.empty allocates on the current device: make the operands' current for the call.
+        saved_context saved;
+        if (enter_device(st, device, &saved) < 0) return NULL;
+        PyObject *result = PyObject_CallFunctionObjArgs(fs->cupy_empty, shape, fs->float32_dtype, NULL);
+        leave_device(&saved);
+        return result;
+    }
+    int64_t m, n;
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2 || long_of(PyTuple_GET_ITEM(shape, 0), &m) ||
+        long_of(PyTuple_GET_ITEM(shape, 1), &n) || m < 0 || n < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_SystemError, "a DeviceArray result takes a shape of two extents");
         return NULL;
     }
-    if (kind == KIND_DEVICE_ARRAY) {
-        // Its bytes counted without wrapping: an m x 0 by 0 x n product of empty DeviceArrays can ask for 2^64.
-        int64_t elements, bytes;
-        if (__builtin_mul_overflow(m, n, &elements) || __builtin_mul_overflow(elements, (int64_t)sizeof(float), &bytes) ||
-            bytes > PY_SSIZE_T_MAX) {
-            PyErr_Format(PyExc_ValueError, "a %lld x %lld float32 result needs more bytes than can be addressed",
-                         (long long)m, (long long)n);
-            return NULL;
-        }
-        // On the stream that will write it: from the stream-ordered pool where that stream allows (device_buffer.c).
-        PyObject *buffer =
-            PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)bytes, device, stream);
-        if (buffer == NULL) return NULL;
-        // Its DeviceMatrix fields set here, as _bind would (the buffer holds m * n floats): no Python __init__.
-        PyTypeObject *type = (PyTypeObject *)fs->device_array_type;
-        DeviceMatrix *matrix = (DeviceMatrix *)type->tp_alloc(type, 0);
-        if (matrix == NULL) {
-            Py_DECREF(buffer);
-            return NULL;
-        }
-        matrix->buffer = buffer;  // the reference is the matrix's now
-        matrix->rows = m;
-        matrix->cols = n;
-        matrix->stream = stream == Py_None ? NULL : Py_NewRef(stream);
-        return (PyObject *)matrix;
+    // Its bytes counted without wrapping: an m x 0 by 0 x n product of empty DeviceArrays can ask for 2^64.
+    int64_t elements, bytes;
+    if (__builtin_mul_overflow(m, n, &elements) || __builtin_mul_overflow(elements, (int64_t)sizeof(float), &bytes) ||
+        bytes > PY_SSIZE_T_MAX) {
+        PyErr_Format(PyExc_ValueError, "a %lld x %lld float32 result needs more bytes than can be addressed",
+                     (long long)m, (long long)n);
+        return NULL;
     }
+    // On the stream that will write it: from the stream-ordered pool where that stream allows (device_buffer.c).
+    PyObject *buffer = PyObject_CallFunction((PyObject *)st->device_buffer, "niO", (Py_ssize_t)bytes, device, stream);
+    if (buffer == NULL) return NULL;
+    // Its DeviceMatrix fields set here, as _bind would (the buffer holds m * n floats): no Python __init__.
+    PyTypeObject *type = (PyTypeObject *)fs->device_array_type;
+    DeviceMatrix *matrix = (DeviceMatrix *)type->tp_alloc(type, 0);
+    if (matrix == NULL) {
+        Py_DECREF(buffer);
+        return NULL;
+    }
+    matrix->buffer = buffer;  // the reference is the matrix's now
+    matrix->rows = m;
+    matrix->cols = n;
+    matrix->stream = stream == Py_None ? NULL : Py_NewRef(stream);
+    return (PyObject *)matrix;
+}
+
+/* new_result_of_shape for an m x n matrix (count < 0) or a count x m x n stack. */
+static PyObject *new_result(module_state *st, operand_kind kind, PyObject *template, int device, int64_t count,
+                            int64_t m, int64_t n, PyObject *stream) {
     PyObject *shape = count < 0 ? Py_BuildValue("(LL)", (long long)m, (long long)n)
                                 : Py_BuildValue("(LLL)", (long long)count, (long long)m, (long long)n);
     if (shape == NULL) return NULL;
-    PyObject *result = NULL;
-    switch (kind) {
-    case KIND_NUMPY: result = PyObject_CallFunctionObjArgs(fs->numpy_empty, shape, fs->float32_dtype, NULL); break;
-    case KIND_TORCH: result = PyObject_CallMethodOneArg(template, fs->s_new_empty, shape); break;
-    case KIND_CUPY: result = PyObject_CallFunctionObjArgs(fs->cupy_empty, shape, fs->float32_dtype, NULL); break;
-    default: PyErr_SetString(PyExc_SystemError, "fast path: no result for this kind");
-    }
+    PyObject *result = new_result_of_shape(st, kind, template, device, shape, stream);
     Py_DECREF(shape);
     return result;
 }
@@ -586,6 +600,76 @@ static int working_stream(fast_state *fs, operand_kind kind, int device, PyObjec
     if (p == NULL && PyErr_Occurred()) return -1;
     *stream = (cudaStream_t)p;
     return 0;
+}
+
+/* ---- the general path's result and stream: the same rules, from Python ---- */
+
+/* The device a torch tensor or CuPy array says it is on (its memory's, which the general path may not have asked
+ * the driver for: an empty array names no allocation). 0, or -1 with an exception set. */
+static int framework_device(fast_state *fs, operand_kind kind, PyObject *obj, int *device) {
+    PyObject *index = NULL;
+    if (kind == KIND_TORCH) {
+        index = PyObject_CallMethodNoArgs(obj, fs->s_get_device);
+    } else {
+        PyObject *data = PyObject_GetAttr(obj, fs->s_data);  // as read_cupy finds it
+        if (data != NULL) index = PyObject_GetAttr(data, fs->s_device_id);
+        Py_XDECREF(data);
+    }
+    if (index == NULL) return -1;
+    const long value = PyLong_AsLong(index);
+    Py_DECREF(index);
+    if (value == -1 && PyErr_Occurred()) return -1;
+    *device = (int)value;
+    return 0;
+}
+
+/* stream_for(A, device, producer_stream) -> int: the stream device work runs on for a call whose A is the object
+ * A (device: its memory's GPU, or -1 where the caller does not know it): torch's or CuPy's current stream of A's
+ * device for theirs, the stream a DeviceArray was last written on, else the stream A's producer named
+ * (producer_stream, an int or None), else the legacy default stream (0). working_stream's rules, for the general
+ * path (python/fastsgemm/_operands.py). */
+PyObject *stream_for(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "stream_for(A, device, producer_stream) takes 3 arguments");
+        return NULL;
+    }
+    fast_state *fs = &get_state(module)->fast;
+    if (fs->ndarray_type == NULL) return PyErr_Format(PyExc_SystemError, "stream_for before register_fast_path");
+    const operand_kind kind = kind_of(fs, args[0]);
+    int device = (int)PyLong_AsLong(args[1]);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+    PyObject *a_stream = Py_None;
+    if (kind == KIND_DEVICE_ARRAY) {
+        const DeviceMatrix *matrix = (const DeviceMatrix *)args[0];
+        if (matrix->stream != NULL) a_stream = matrix->stream;
+    } else if ((kind == KIND_TORCH || kind == KIND_CUPY) && device < 0 && framework_device(fs, kind, args[0], &device) < 0) {
+        return NULL;
+    }
+    cudaStream_t stream;
+    const int status = kind == KIND_NUMPY ? 1 : working_stream(fs, kind, device, a_stream, &stream);
+    if (status < 0) return NULL;
+    if (status > 0) return args[2] == Py_None ? PyLong_FromLong(0) : Py_NewRef(args[2]);
+    return PyLong_FromVoidPtr((void *)stream);
+}
+
+/* result_like(A, shape, device, stream) -> array: an uninitialised float32 result of `shape` for a call whose A is
+ * the object A, on `device` (-1: host memory), as the fast path makes its own (new_result_of_shape): NumPy for
+ * host calls, torch or CuPy for theirs, else a DeviceArray that remembers `stream` (an int or None) as its writer.
+ * The caller checks that a DeviceArray result is a matrix. */
+PyObject *result_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "result_like(A, shape, device, stream) takes 4 arguments");
+        return NULL;
+    }
+    module_state *st = get_state(module);
+    if (st->fast.ndarray_type == NULL) return PyErr_Format(PyExc_SystemError, "result_like before register_fast_path");
+    const int device = (int)PyLong_AsLong(args[2]);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+    if (!PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "result_like: shape must be a tuple");
+        return NULL;
+    }
+    return new_result_of_shape(st, kind_of(&st->fast, args[0]), args[0], device, args[1], args[3]);
 }
 
 /* The kernel a fast call runs, named by `name_obj`: "auto" (a GPU is needed:

@@ -41,7 +41,6 @@ enum { kSplitFromK = 4097, kSplitSlice = 512, kMaxSlices = 128, kSliceMultiple =
 static const int64_t kSplitWorkspaceBytes = (int64_t)64 << 20;
 
 static int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
-static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
 fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld) {
     const int64_t rows = m->rows, cols = m->cols;
@@ -57,27 +56,44 @@ fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld) {
     return FSG_OTHER_LAYOUT;
 }
 
-/* First and one-past-last byte address a stack of `count` views m, `step`
- * elements apart, touches (one view: count 1). The operands' extents were
- * checked before (csrc/allocation.c for device memory, the buffer protocol
- * for host memory), so nothing here overflows. */
-static void byte_span(const fsg_matrix *m, int64_t count, int64_t step, uintptr_t *lo, uintptr_t *hi) {
-    const int64_t down = (m->rows - 1) * m->rs, across = (m->cols - 1) * m->cs, along = (count - 1) * step;
-    const int64_t first = min64(0, down) + min64(0, across) + min64(0, along);
-    const int64_t last = max64(0, down) + max64(0, across) + max64(0, along);
-    *lo = (uintptr_t)m->ptr + (uintptr_t)(first * (int64_t)sizeof(float));
-    *hi = (uintptr_t)m->ptr + (uintptr_t)((last + 1) * (int64_t)sizeof(float));
+/* First and one-past-last byte address [*lo, *hi) a view of `ndim` extents
+ * and strides (elements, any sign) names from `ptr`; false, and no span, for
+ * an empty view. Where a span cannot be counted in 64 bits it is taken as
+ * the whole address space, so that the callers, who compute into a temporary
+ * where views overlap, stay safe. */
+static bool span_of(uintptr_t ptr, int ndim, const int64_t *extent, const int64_t *stride, uintptr_t *lo,
+                    uintptr_t *hi) {
+    int64_t first = 0, last = 0;
+    bool wraps = false;
+    for (int i = 0; i < ndim; ++i) {
+        if (extent[i] == 0) return false;
+        int64_t reach;
+        wraps |= __builtin_mul_overflow(extent[i] - 1, stride[i], &reach);
+        wraps |= __builtin_add_overflow(reach < 0 ? first : last, reach, reach < 0 ? &first : &last);
+    }
+    int64_t first_byte, end_byte;
+    wraps |= __builtin_mul_overflow(first, (int64_t)sizeof(float), &first_byte) ||
+             __builtin_add_overflow(last, (int64_t)1, &end_byte) ||
+             __builtin_mul_overflow(end_byte, (int64_t)sizeof(float), &end_byte);
+    *lo = wraps ? 0 : ptr + (uintptr_t)first_byte;
+    *hi = wraps ? UINTPTR_MAX : ptr + (uintptr_t)end_byte;
+    return true;
+}
+
+bool fsg_views_overlap(uintptr_t x, int x_ndim, const int64_t *x_extent, const int64_t *x_stride, uintptr_t y,
+                       int y_ndim, const int64_t *y_extent, const int64_t *y_stride) {
+    uintptr_t xlo, xhi, ylo, yhi;
+    if (!span_of(x, x_ndim, x_extent, x_stride, &xlo, &xhi) || !span_of(y, y_ndim, y_extent, y_stride, &ylo, &yhi))
+        return false;  // an empty view names no memory
+    return xlo < yhi && ylo < xhi;
 }
 
 bool fsg_stacks_overlap(const fsg_matrix *x, int64_t x_count, int64_t x_step, const fsg_matrix *y, int64_t y_count,
                         int64_t y_step) {
-    if (x->rows == 0 || x->cols == 0 || x_count == 0 || y->rows == 0 || y->cols == 0 || y_count == 0 ||
-        x->side != y->side)
-        return false;  // an empty view names no memory; host and device addresses are different spaces
-    uintptr_t xlo, xhi, ylo, yhi;
-    byte_span(x, x_count, x_step, &xlo, &xhi);
-    byte_span(y, y_count, y_step, &ylo, &yhi);
-    return xlo < yhi && ylo < xhi;
+    if (x->side != y->side) return false;  // host and device addresses are different spaces
+    const int64_t x_extent[3] = {x->rows, x->cols, x_count}, x_stride[3] = {x->rs, x->cs, x_step};
+    const int64_t y_extent[3] = {y->rows, y->cols, y_count}, y_stride[3] = {y->rs, y->cs, y_step};
+    return fsg_views_overlap((uintptr_t)x->ptr, 3, x_extent, x_stride, (uintptr_t)y->ptr, 3, y_extent, y_stride);
 }
 
 bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y) { return fsg_stacks_overlap(x, 1, 0, y, 1, 0); }
@@ -439,9 +455,10 @@ cudaError_t fsg_run_gemm(const fsg_rung *rung, fsg_launcher launch, const fsg_fi
     if (err) goto exit;
     if (out->side == FSG_HOST && work == FSG_DEVICE) {  // while the GPU computes, fault in out's pages
         uintptr_t lo, hi;
-        byte_span(out, 1, 0, &lo, &hi);
+        const int64_t extent[2] = {out->rows, out->cols}, stride[2] = {out->rs, out->cs};
         // Only where out fills most of its span: a narrow view of a huge array would commit the whole array.
-        if (hi - lo <= 2 * sizeof(float) * (size_t)(m * n)) fsg_prefault_host((void *)lo, hi - lo);
+        if (span_of((uintptr_t)out->ptr, 2, extent, stride, &lo, &hi) && hi - lo <= 2 * sizeof(float) * (size_t)(m * n))
+            fsg_prefault_host((void *)lo, hi - lo);
     }
     if (!direct && (err = move_matrix(&s, out, &d))) goto exit;
     if (out->side == FSG_HOST && s.used_stream) err = cudaStreamSynchronize(stream);

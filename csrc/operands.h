@@ -33,6 +33,10 @@ fsg_layout fsg_classify(const fsg_matrix *m, int64_t *ld);
  * the extension, for single views and for stacks of `count` views `step`
  * elements apart alike (empty views and views on different sides never do). */
 bool fsg_overlap(const fsg_matrix *x, const fsg_matrix *y);
+/* The same test on views of any rank (fastsgemm.matmul's operands): `ndim`
+ * extents and strides in elements from the address of the first element. */
+bool fsg_views_overlap(uintptr_t x, int x_ndim, const int64_t *x_extent, const int64_t *x_stride, uintptr_t y,
+                       int y_ndim, const int64_t *y_extent, const int64_t *y_stride);
 bool fsg_stacks_overlap(const fsg_matrix *x, int64_t x_count, int64_t x_step, const fsg_matrix *y, int64_t y_count,
                         int64_t y_step);
 

@@ -171,6 +171,89 @@ def test_producer_stream_that_differs_from_the_working_stream(rng):
         assert_close(result.numpy(), expected, tol=1e-4, what=f"{route} path after a producer stream")
 
 
+# ---- one rule for both paths: the overlap test, the working stream, the result ----
+
+@pytest.mark.parametrize("x, y, overlap", [
+    ((1000, (3, 4), (4, 1)), (1000 + 4 * 11, (1,), (1,)), True),  # y is x's last element
+    ((1000, (3, 4), (4, 1)), (1000 + 4 * 12, (1,), (1,)), False),  # y is just past it
+    ((1000, (3, 4), (-4, 1)), (1000 - 4 * 8, (1,), (1,)), True),  # a negative row stride reaches back 8 elements
+    ((1000, (3, 4), (-4, 1)), (1000 - 4 * 9, (1,), (1,)), False),
+    ((1000, (3, 0), (4, 1)), (1000, (2,), (1,)), False),  # an empty view names no memory
+    ((1000, (2, 3, 4), (0, 4, 1)), (1000 + 4 * 11, (2,), (1,)), True),  # a broadcast dimension (stride 0)
+    ((1000, (2, 3, 4), (0, 4, 1)), (1000 + 4 * 12, (2,), (1,)), False),
+    ((4096, (2 ** 62, 3), (2 ** 62, 1)), (0, (1,), (1,)), True),  # a span past 64 bits counts as everything
+    ((1000, (), ()), (1000, (), ()), True),  # rank 0: one element
+])
+def test_views_overlap_is_the_span_test(x, y, overlap):
+    """csrc/operands.c's one overlap test, as fastsgemm.matmul's Python asks it: byte spans, any rank and sign."""
+    assert _sgemm.views_overlap(*x, *y) is overlap
+    assert _sgemm.views_overlap(*y, *x) is overlap
+
+
+def test_views_overlap_refuses_what_is_not_a_view():
+    with pytest.raises(TypeError):
+        _sgemm.views_overlap(0, (2, 3), (3,), 0, (1,), (1,))
+    with pytest.raises(ValueError, match="negative extent"):
+        _sgemm.views_overlap(0, (-2,), (1,), 0, (1,), (1,))
+    with pytest.raises(OverflowError):
+        _sgemm.views_overlap(-1, (2,), (1,), 0, (1,), (1,))
+
+
+def test_a_host_stack_whose_out_overlaps_an_input_is_computed_aside(rng):
+    """out over A: each product must read A as it was, so the stack runs into a temporary first."""
+    A = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    B = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    fastsgemm.matmul(A, B, out=A, kernel="cpu")
+    assert_close(A, want, what="out=A on the host")
+
+
+def test_general_path_result_on_the_host_is_numpy(rng):
+    from fastsgemm import _operands
+    A = random_matrix(rng, 5, 3)
+    op = _operands.to_operand("A", memoryview(A))
+    result = _operands.empty_like_framework(op, (5, 7))
+    assert type(result) is np.ndarray and result.shape == (5, 7) and result.dtype == np.float32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["torch", "cupy", "fastsgemm", "foreign"])
+def test_both_paths_make_the_same_result_on_the_same_stream(kind, rng):
+    """The general path's working stream and result come from the C the fast path uses: a result of the operands'
+    framework (a DeviceArray for a foreign interface), on their device, and the stream the fast path would take."""
+    from fastsgemm import _operands
+    A = random_matrix(rng, 6, 5)
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        a, want_type = torch.from_numpy(A).cuda(), torch.Tensor
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            op = _operands.to_operand("A", a)
+            assert _operands.working_stream(op) == stream.cuda_stream
+    elif kind == "cupy":
+        cupy = pytest.importorskip("cupy")
+        a, want_type = cupy.asarray(A), cupy.ndarray
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            assert _operands.working_stream(_operands.to_operand("A", a)) == stream.ptr
+    else:
+        a = fastsgemm.to_device(A)
+        record_writer(a, 0)
+        want_type = fastsgemm.DeviceArray
+        if kind == "foreign":
+            a = ForeignInterface(a, 1)
+        assert _operands.working_stream(_operands.to_operand("A", a)) in (0, 1)  # the legacy default stream
+    op = _operands.to_operand("A", a)
+    result = _operands.empty_like_framework(op, (6, 9))
+    assert isinstance(result, want_type) and tuple(result.shape) == (6, 9)
+    assert _sgemm.pointer_device(_operands.to_operand("out", result).core[0]) == _operands.operand_device(op)
+    if want_type is fastsgemm.DeviceArray:
+        with pytest.raises(TypeError, match="3-D result"):
+            _operands.empty_like_framework(op, (2, 6, 9))
+    else:
+        assert tuple(_operands.empty_like_framework(op, (2, 6, 9)).shape) == (2, 6, 9)
+
+
 # ---- CUDA graphs ----
 
 GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "tf32", "tf32x3_inplace"]

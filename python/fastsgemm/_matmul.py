@@ -121,7 +121,7 @@ def matmul(a, b, *, out=None, kernel="auto"):
                          f"needs {shape}")
     if x.side == HOST:
         target = o.core if o is not None else None
-        if target is not None and (np.may_share_memory(target, x.core) or np.may_share_memory(target, y.core)):
+        if target is not None and (_host_overlaps(target, x.core) or _host_overlaps(target, y.core)):
             # Products run one by one: an out over A or B would feed a later product a result. Compute aside.
             target[...] = _host_matmul(x.core, y.core, None, batch, shape, kernel)
         else:
@@ -165,18 +165,16 @@ def _run_stack(choice, firsts, strides, m, k, n, count, steps, stream):
                       (firsts[2], m, n, o_rs, o_cs), count, *steps, stream)
 
 
-def _byte_span(op):
-    """[first, last) byte addresses a device operand names; an empty one names none."""
-    if not math.prod(op.shape):
-        return (0, 0)
-    low = sum(min(0, (e - 1) * s) for e, s in zip(op.shape, op.strides))
-    high = sum(max(0, (e - 1) * s) for e, s in zip(op.shape, op.strides))
-    return (op.ptr + 4 * low, op.ptr + 4 * (high + 1))
+def _host_overlaps(x, y):
+    """Whether two aligned float32 host arrays name a common address (the same test as device operands')."""
+    return _sgemm.views_overlap(x.ctypes.data, x.shape, tuple(s // 4 for s in x.strides), y.ctypes.data, y.shape,
+                                tuple(s // 4 for s in y.strides))
 
 
 def _overlaps(op, other):
-    (lo1, hi1), (lo2, hi2) = _byte_span(op), _byte_span(other)
-    return lo1 < hi2 and lo2 < hi1
+    """Whether two device operands name a common address (csrc/operands.c's one overlap test)."""
+    return _sgemm.views_overlap(op.ptr, tuple(op.shape), tuple(op.strides), other.ptr, tuple(other.shape),
+                                tuple(other.strides))
 
 
 def _device_matmul(x, y, o, batch, m, k, n, shape, choice, device, stream):

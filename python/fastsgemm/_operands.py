@@ -338,20 +338,10 @@ def to_operand(name, obj, *, writable=False, consumer_stream=None, matrix=True) 
 
 def working_stream(op: Operand) -> int:
     """The stream device work runs on: the caller's current stream in the framework that made A, else the
-    stream A's producer named, else the legacy default stream."""
-    source = op.source
-    if op.framework == "torch" and "torch" in sys.modules:
-        import torch
-
-        return torch.cuda.current_stream(source.device).cuda_stream
-    if op.framework == "cupy" and "cupy" in sys.modules:
-        with source.device:
-            import cupy
-
-            return cupy.cuda.get_current_stream().ptr
-    if op.producer_stream is not None:
-        return op.producer_stream
-    return 0
+    stream A's producer named, else the legacy default stream. The rules live in C (csrc/fast_call.c's
+    working_stream), which the fast path follows too."""
+    device = operand_device(op)
+    return _sgemm.stream_for(op.source, -1 if device is None else device, op.producer_stream)
 
 
 def operand_device(op: Operand) -> int | None:
@@ -365,23 +355,22 @@ def operand_device(op: Operand) -> int | None:
 
 def empty_like_framework(template: Operand, shape):
     """An uninitialised float32 result of `shape` on A's side, in A's framework where fastsgemm can allocate in
-    it, else a DeviceArray (matrices only: TypeError for other ranks)."""
+    it, else a DeviceArray (matrices only: TypeError for other ranks). Made in C (csrc/fast_call.c's
+    new_result_of_shape), as the fast path makes its results."""
+    shape = tuple(int(extent) for extent in shape)
     if template.side == HOST:
-        return np.empty(shape, dtype=np.float32)
-    source = template.source
-    if template.framework == "torch" and "torch" in sys.modules:
-        import torch
-
-        return torch.empty(shape, dtype=torch.float32, device=source.device)
-    if template.framework == "cupy" and "cupy" in sys.modules:
-        import cupy
-
-        with source.device:
-            return cupy.empty(shape, dtype=cupy.float32)
-    from ._device_array import DeviceArray
-
-    if len(shape) != 2:
-        raise TypeError(f"a {len(shape)}-D result of {describe(source)} operands has no array type to come back as "
-                        f"(fastsgemm.DeviceArray holds matrices); pass out=, or torch or CuPy arrays")
+        return _sgemm.result_like(template.source, shape, -1, None)
     device = operand_device(template)
-    return DeviceArray.empty(shape, device=_sgemm.current_device() if device is None else device)
+    framework = template.framework in ("torch", "cupy") and template.framework in sys.modules
+    if device is None:
+        device = _framework_device(template) if framework else _sgemm.current_device()
+    if not framework and len(shape) != 2:
+        raise TypeError(f"a {len(shape)}-D result of {describe(template.source)} operands has no array type to come "
+                        f"back as (fastsgemm.DeviceArray holds matrices); pass out=, or torch or CuPy arrays")
+    return _sgemm.result_like(template.source, shape, device, None)
+
+
+def _framework_device(template: Operand) -> int:
+    """The GPU a torch tensor or CuPy array says it is on (an empty one names no allocation to ask the driver)."""
+    source = template.source
+    return source.get_device() if template.framework == "torch" else source.device.id
