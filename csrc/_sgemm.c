@@ -529,6 +529,9 @@ static PyMethodDef module_methods[] = {
     {"views_overlap", (PyCFunction)(void (*)(void))views_overlap, METH_FASTCALL,
      "views_overlap(x_ptr, x_shape, x_strides, y_ptr, y_shape, y_strides) -> bool: whether two device views share "
      "an address"},
+    {"read_device", (PyCFunction)(void (*)(void))read_device, METH_FASTCALL,
+     "read_device(obj, max_rank) -> (ptr, shape, strides, device, stream), or None: the fast path's reader of "
+     "torch tensors, CuPy arrays and DeviceArrays"},
     {"stream_for", (PyCFunction)(void (*)(void))stream_for, METH_FASTCALL,
      "stream_for(A, device, producer_stream) -> int: the stream a call whose A is this object works on"},
     {"result_like", (PyCFunction)(void (*)(void))result_like, METH_FASTCALL,

@@ -247,6 +247,7 @@ PyObject *matmul_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 PyObject *linear_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *stream_for(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *result_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *read_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* csrc/call.c */
 PyObject *views_overlap(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *forget_auto_choices(PyObject *module, PyObject *unused);

@@ -602,6 +602,57 @@ static int working_stream(fast_state *fs, operand_kind kind, int device, PyObjec
     return 0;
 }
 
+/* ---- the general path's reader of the fast path's kinds ---- */
+
+/* read_device(obj, max_rank) -> None, or (ptr, shape, strides, device, stream): a torch CUDA tensor, a CuPy array
+ * or a DeviceArray read by the fast path's own readers (read_torch, read_cupy, read_device_array), a matrix or,
+ * where max_rank is 3, a stack of them; shape and strides (elements) of its rank, device its memory's GPU (checked
+ * against its allocation where it is not empty), stream a DeviceArray's last writer (None for the others, whose
+ * framework orders them). None where they decline: another type, a dtype, rank or layout they do not take, an
+ * empty framework array, or memory its allocation does not hold. The general path then reads the object through
+ * the interfaces, and says what is wrong. A DeviceArray's buffer is marked shared, as its interface marks it: the
+ * general path may read it on any stream. */
+PyObject *read_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "read_device(obj, max_rank) takes 2 arguments");
+        return NULL;
+    }
+    module_state *st = get_state(module);
+    fast_state *fs = &st->fast;
+    if (fs->ndarray_type == NULL) return PyErr_Format(PyExc_SystemError, "read_device before register_fast_path");
+    const long max_rank = PyLong_AsLong(args[1]);
+    if (max_rank == -1 && PyErr_Occurred()) return NULL;
+    operand op;
+    stack_shape stack = {2, 1, 0};
+    PyObject *stream = NULL;
+    int status;
+    switch (kind_of(fs, args[0])) {
+    case KIND_TORCH: status = read_torch(st, args[0], &op, max_rank >= 3 ? 3 : 2, &stack); break;
+    case KIND_CUPY: status = read_cupy(st, args[0], &op, max_rank >= 3 ? 3 : 2, &stack); break;
+    case KIND_DEVICE_ARRAY: status = read_device_array(args[0], &op, &stream); break;
+    default: Py_RETURN_NONE;
+    }
+    if (status != 0) {
+        Py_XDECREF(stream);
+        if (status < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (stream != NULL) {
+        ((DeviceBuffer *)((const DeviceMatrix *)args[0])->buffer)->shared = 1;
+    } else {
+        stream = Py_NewRef(Py_None);
+    }
+    const fsg_matrix *m = &op.mat;
+    PyObject *result =
+        stack.rank == 2
+            ? Py_BuildValue("K(LL)(LL)iN", (unsigned long long)(uintptr_t)m->ptr, (long long)m->rows,
+                            (long long)m->cols, (long long)m->rs, (long long)m->cs, op.device, stream)
+            : Py_BuildValue("K(LLL)(LLL)iN", (unsigned long long)(uintptr_t)m->ptr, (long long)stack.count,
+                            (long long)m->rows, (long long)m->cols, (long long)stack.step, (long long)m->rs,
+                            (long long)m->cs, op.device, stream);
+    return result;
+}
+
 /* ---- the general path's result and stream: the same rules, from Python ---- */
 
 /* The device a torch tensor or CuPy array says it is on (its memory's, which the general path may not have asked

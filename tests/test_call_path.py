@@ -254,6 +254,54 @@ def test_both_paths_make_the_same_result_on_the_same_stream(kind, rng):
         assert tuple(_operands.empty_like_framework(op, (2, 6, 9)).shape) == (2, 6, 9)
 
 
+def test_the_fast_readers_decline_what_is_not_theirs():
+    """read_device, the fast path's readers as the general path asks them, takes only torch tensors, CuPy arrays and
+    DeviceArrays: anything else is the interfaces' business (None, nothing raised)."""
+    for obj in (np.zeros((2, 3), np.float32), memoryview(np.zeros(3, np.float32)), [1.0], None, "A"):
+        assert _sgemm.read_device(obj, 3) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["torch", "cupy", "fastsgemm"])
+def test_the_general_path_reads_the_fast_kinds_as_the_interface_does(kind, rng):
+    """The general path reads torch tensors, CuPy arrays and DeviceArrays with the fast path's C readers; what it
+    reads (address, shape, strides in elements, stream) is what __cuda_array_interface__ says, for matrices in
+    each layout and, for matmul, stacks of them. What those readers decline (a 1-D or 4-D array, a float64 one)
+    still reads, or is refused, through the interface."""
+    from fastsgemm import _operands
+    X = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        make = lambda x: torch.from_numpy(np.ascontiguousarray(x)).cuda()  # noqa: E731
+        views = [make(X[0]), make(X[0]).T, make(X), make(X).transpose(1, 2), make(X)[:, 1:, ::2]]
+        wrong = make(X[0]).double()
+    elif kind == "cupy":
+        cupy = pytest.importorskip("cupy")
+        make = cupy.asarray
+        views = [make(X[0]), make(X[0]).T, make(X), make(X).transpose(0, 2, 1), make(X)[:, 1:, ::2]]
+        wrong = make(X[0]).astype(cupy.float64)
+    else:
+        views = [fastsgemm.to_device(X[0])]
+        wrong = None
+    for view in views:
+        matrix = len(view.shape) == 2
+        op = _operands.to_operand("A", view, matrix=matrix)
+        assert _sgemm.read_device(view, 2 if matrix else 3) is not None, "the fast reader declined"
+        cai = view.__cuda_array_interface__
+        strides = cai["strides"] or tuple(4 * s for s in _operands.c_contiguous_strides(cai["shape"]))
+        assert (op.ptr, tuple(op.shape), tuple(op.strides)) == (cai["data"][0], tuple(cai["shape"]),
+                                                             tuple(s // 4 for s in strides))
+        if kind == "fastsgemm":
+            assert op.producer_stream == cai["stream"]
+    if wrong is not None:
+        assert _sgemm.read_device(wrong, 2) is None
+        with pytest.raises(TypeError, match="float32"):
+            _operands.to_operand("A", wrong)
+        flat = views[2].reshape(-1)
+        assert _sgemm.read_device(flat, 3) is None
+        assert tuple(_operands.to_operand("A", flat, matrix=False).shape) == (60,)
+
+
 # ---- CUDA graphs ----
 
 GRAPH_KERNELS = ["auto", "cublas", "warptile", "tf32x3", "tf32x3_mma", "tf32", "tf32x3_inplace"]

@@ -319,9 +319,21 @@ def is_device_array(obj) -> bool:
 
 def to_operand(name, obj, *, writable=False, consumer_stream=None, matrix=True) -> Operand:
     """Reads one argument; raises TypeError or ValueError with a message fit for users. matrix=False takes any
-    rank (fastsgemm.matmul) and gives device operands' address and strides instead of a 2-D core."""
+    rank (fastsgemm.matmul) and gives device operands' address and strides instead of a 2-D core.
+
+    One reader for both call paths: NumPy arrays go to the C core's buffer reader; torch CUDA tensors, CuPy arrays
+    and DeviceArrays to the fast path's own readers (csrc/fast_call.c, read_device), matrices and stacks of them;
+    whatever those decline (another producer, another rank, a wrong dtype or layout, memory the allocation does
+    not hold) through __cuda_array_interface__, DLPack or the buffer protocol below, which say what is wrong."""
     if isinstance(obj, np.ndarray):
         return _host_operand(name, obj, obj, writable, matrix)
+    read = _sgemm.read_device(obj, 2 if matrix else 3)
+    if read is not None:  # a torch tensor, CuPy array or DeviceArray, read as the fast path reads it
+        ptr, shape, strides, _, stream = read
+        op = _device_operand(name, obj, shape, strides, ptr, matrix)
+        # A DeviceArray's last writer, as its interface gives it (0, the legacy default stream, spelled 1).
+        op.producer_stream = None if stream is None else (stream or 1)
+        return op
     if _claims_cai(obj):
         return _cai_operand(name, obj, writable, matrix)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
