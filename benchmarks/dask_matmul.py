@@ -237,7 +237,6 @@ def out_of_core(args):
 
     import fastsgemm
     import fastsgemm.dask
-    from fastsgemm import _device_array
 
     n, chunk, flops = args.n, args.chunk, 2.0 * args.n ** 3
     with cupy.cuda.Device(0):
@@ -269,7 +268,7 @@ def out_of_core(args):
     # A second run with every copy timed on its own: the GPU's earlier work is waited for first (the copies share
     # its stream with the products), so the time is the copy's alone.
     copy_seconds = [0.0]
-    original_copy, original_numpy = fastsgemm.dask._sgemm.copy, _device_array.DeviceArray.numpy
+    original_copy, original_numpy = fastsgemm.dask._sgemm.copy, fastsgemm.DeviceArray.numpy
 
     def timed_copy(copy):
         def wrapper(*a, **k):
@@ -285,13 +284,13 @@ def out_of_core(args):
             return timed_copy(original_copy) if name == "copy" else getattr(fastsgemm._sgemm, name)
 
     fastsgemm.dask._sgemm = TimedCopies()
-    _device_array.DeviceArray.numpy = timed_copy(original_numpy)
+    fastsgemm.DeviceArray.numpy = timed_copy(original_numpy)
     try:
         start = time.perf_counter()
         run()
         instrumented = time.perf_counter() - start
     finally:
-        fastsgemm.dask._sgemm, _device_array.DeviceArray.numpy = fastsgemm._sgemm, original_numpy
+        fastsgemm.dask._sgemm, fastsgemm.DeviceArray.numpy = fastsgemm._sgemm, original_numpy
     fastsgemm.set_device_memory_limit(None)
     report = {"budget_bytes": budget, "operands_bytes": a.nbytes + b.nbytes + 4 * n * n, "seconds": seconds,
               "runs": runs, "tflops": flops / seconds / 1e12, "error_first_rows": error,

@@ -5,7 +5,8 @@ Seeds are fixed so failures reproduce; set FASTSGEMM_TEST_SEED to draw others.
 
 Tests reach the package through its public API and fastsgemm.testing (error bounds, random device matrices).
 Private names appear only where a test is about that private piece itself: the tuner's and the registry's
-choices, the C entry points that forge lying operands or time a kernel, the build's own functions.
+choices, the C entry points that forge lying operands or time a kernel, the build's own functions
+(tests/test_testing_module.py lists each use and fails on any other).
 """
 import os
 import subprocess

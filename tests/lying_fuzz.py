@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fastsgemm  # noqa: E402
 from fastsgemm import DeviceArray, _sgemm  # noqa: E402
 from fastsgemm._device_array import matrix_core  # noqa: E402
+from fastsgemm.testing import current_device  # noqa: E402
 from lying import DLPackProducer, ForgedTensor, cai  # noqa: E402
 
 FLOATS = 4096  # the allocation every description is about: 16 KiB
@@ -69,9 +70,9 @@ view = st.fixed_dictionaries({
 class Fuzz:
     def __init__(self):
         self.rng = np.random.default_rng(7)
-        self.before = _sgemm.DeviceBuffer(GUARD * 4, _sgemm.current_device())
-        self.memory = _sgemm.DeviceBuffer(FLOATS * 4, _sgemm.current_device())
-        self.after = _sgemm.DeviceBuffer(GUARD * 4, _sgemm.current_device())
+        self.before = _sgemm.DeviceBuffer(GUARD * 4, current_device())
+        self.memory = _sgemm.DeviceBuffer(FLOATS * 4, current_device())
+        self.after = _sgemm.DeviceBuffer(GUARD * 4, current_device())
         self.guard_values = self.rng.standard_normal(GUARD, dtype=np.float32)
         for guard in (self.before, self.after):
             fill(guard, GUARD, self.guard_values)
@@ -84,11 +85,11 @@ class Fuzz:
         strides = (v["row_stride"], v["col_stride"])
         if v["interface"] == "cai":
             return cai(ptr, shape, (strides[0] * 4, strides[1] * 4)), None
-        tensor = ForgedTensor(ptr, shape, strides, device_id=_sgemm.current_device())
+        tensor = ForgedTensor(ptr, shape, strides, device_id=current_device())
         # A producer keeps its tensor alive until the deleter runs, which may be after the call returns (when
         # the last reference to the holder goes): this one lives as long as the fuzz.
         self.forged.append(tensor)
-        return DLPackProducer(tensor, (2, _sgemm.current_device())), tensor
+        return DLPackProducer(tensor, (2, current_device())), tensor
 
     def run(self, v):
         self.examples += 1

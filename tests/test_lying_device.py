@@ -20,6 +20,7 @@ sys.path.insert(0, {tests!r})
 import numpy as np
 import fastsgemm
 from fastsgemm import DeviceArray, _sgemm
+from fastsgemm.testing import current_device
 from lying import DLPackProducer, ForgedTensor, Interface, cai
 
 rng = np.random.default_rng(1)
@@ -53,7 +54,7 @@ def run_case(body, timeout=120):
 def test_out_claiming_more_than_its_allocation_is_refused_and_its_neighbour_kept():
     out = run_case("""
         A, B = DeviceArray.from_numpy(np.ones((64, 16), np.float32)), DeviceArray.from_numpy(np.ones((16, 16), np.float32))
-        small = _sgemm.DeviceBuffer(16 * 16 * 4, _sgemm.current_device())        # room for 16 x 16
+        small = _sgemm.DeviceBuffer(16 * 16 * 4, current_device())               # room for 16 x 16
         neighbour = DeviceArray.from_numpy(np.full((64, 16), 5.0, np.float32))   # allocated right after
         lying_out = cai(small.ptr, (64, 16))                                     # claims 64 x 16
         expect(ValueError, "claims memory it does not have", lambda: fastsgemm.sgemm(A, B, out=lying_out))
@@ -120,7 +121,7 @@ def test_forged_dlpack_tensors_past_their_allocation_are_refused():
     run_case("""
         memory = DeviceArray.from_numpy(np.ones((8, 8), np.float32))
         B = DeviceArray.from_numpy(np.ones((8, 8), np.float32))
-        device = _sgemm.current_device()
+        device = current_device()
         for shape, strides in [((8, 8), (64, 1)), ((8, 8), (8, 9)), ((8, 8), (-8, 1))]:
             tensor = ForgedTensor(memory.ptr, shape, strides, device_id=device)
             expect(ValueError, "claims memory it does not have",
@@ -147,7 +148,7 @@ def test_torch_tensors_wrapping_a_lying_interface_are_refused():
     pytest.importorskip("torch")
     run_case("""
         import torch
-        small = _sgemm.DeviceBuffer(16 * 16 * 4, _sgemm.current_device())
+        small = _sgemm.DeviceBuffer(16 * 16 * 4, current_device())
         lying = torch.as_tensor(cai(small.ptr, (4096, 4096)), device="cuda")   # torch keeps the claimed shape
         B = torch.ones((4096, 8), device="cuda")
         assert _sgemm.sgemm_fast(lying, B, None, None, 1.0, 0.0, "auto") is NotImplemented

@@ -232,9 +232,9 @@ def test_stack_timing_check_sees_the_results():
 
 @pytest.mark.gpu
 def test_time_gemm_refuses_bad_stacks():
-    from fastsgemm._device_array import DeviceArray, matrix_core
+    from fastsgemm._device_array import matrix_core
     kernel = fastsgemm._registry.parse_kernel("tf32x3_inplace")
-    a, b, out = (DeviceArray.empty(shape) for shape in ((4 * 8, 8), (4 * 8, 8), (4 * 8, 8)))
+    a, b, out = (fastsgemm.DeviceArray.empty(shape) for shape in ((4 * 8, 8), (4 * 8, 8), (4 * 8, 8)))
     first = [(m[0], 8, 8, m[3], m[4]) for m in map(matrix_core, (a, b, out))]
     good = (first[0], first[1], None, first[2], 4, 64, 64, 64)
     assert len(fastsgemm._sgemm.time_gemm(kernel, [good], 1.0, 0.0, 0, 2, None)) == 2
