@@ -7,7 +7,8 @@
  * global loads (8 bytes for 2 FLOP), and because threadIdx.x runs over rows,
  * the 32 threads of a warp read 32 different rows of A and write 32 different
  * rows of D: every access of a warp touches 32 separate cache lines. This is
- * the baseline the ladder climbs from (about 1% of cuBLAS on an H100).
+ * the baseline the ladder climbs from, far below cuBLAS (its speed: the table
+ * in kernels/ladder/README.md).
  *
  * Tile parameters: 32 x 32 threads per block, the largest square block.
  * Layouts: compiled once per (A, B) row/column-major pair (fsg::for_layouts).

@@ -12,9 +12,9 @@
  * the line that finds the block's tile changed.
  *
  * Tile parameters: rung 3's (32 x 32 x 32, 1,024 threads). The group of 16
- * tile rows is the best of 8, 16 and 32 (benchmarks/NOTES.md): +7% at 4096^3
- * here (8.3 -> 8.9 TFLOP/s), +9% for tile1d and +3% for bankfree; neutral for tile2d and
- * vectorized. Rungs 5 to 12 all keep this order.
+ * tile rows is the best of 8, 16 and 32 (benchmarks/NOTES.md): a gain at
+ * 4096^3 here and for tile1d and bankfree, neutral for tile2d and vectorized.
+ * Rungs 5 to 12 all keep this order.
  * Limits: m <= 65535 * 32. Each FMA still needs two shared-memory loads.
  * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 5 makes each thread compute several outputs, reusing a value

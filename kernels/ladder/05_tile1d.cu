@@ -11,8 +11,8 @@
  * 64 * 64 / 8 = 512 threads; each copies exactly one element of the 64 x 8
  * A tile and one of the 8 x 64 B tile per step. The warp's 32 threads cover
  * 32 consecutive columns of one group of 8 rows. The tiles come through
- * rung 3's load_tile, and blocks take their tiles in rung 4's order (+9% at
- * 4096^3 against launch order).
+ * rung 3's load_tile, and blocks take their tiles in rung 4's order (faster
+ * at 4096^3 than launch order).
  * Limits: m <= 65535 * 64. Still one shared load of B per FMA column, and
  * 8 accumulators is not enough work per thread to hide latency.
  * Stacks: as rung 1, product by product, one launch each.

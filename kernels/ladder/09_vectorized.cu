@@ -7,7 +7,7 @@
  * element by element. A row-major A arrives four k-values at a time and is
  * scattered into As's columns; a column-major A arrives four rows at a time,
  * already As's layout. Both tiles' loads are issued before either is stored:
- * with A's stores between them, B's loads waited for A's (+10% at 4096^3).
+ * with A's stores between them, B's loads waited for A's (slower at 4096^3).
  *
  * Tile parameters: as rung 6: 128 x 128 x 8 block tile, 8 x 8 per thread, 256
  * threads; each thread copies exactly one float4 of each tile per step.

@@ -8,10 +8,9 @@
  * are FMAs, and the block tile grows to 128 x 256, one block an SM. BK doubles
  * to 16: the FMA pipe was starved by the instructions around it, not by memory,
  * and a deeper k-step halves the fetches, barriers and loop trips per FMA.
- * On the H200 it is 7% faster than rung 12 at 4096^3 and 8192^3 (45.4 and
- * 45.8 TFLOP/s against 42.3 and 42.8; benchmarks/NOTES.md, "The SIMT ladder
- * split"), though with one block an SM nothing hides the wait for each
- * k-step's fragments. Rung 14 hides it.
+ * On the H200 it is faster than rung 12 at 4096^3 and 8192^3 (measured:
+ * benchmarks/NOTES.md, "The SIMT ladder split"), though with one block an SM
+ * nothing hides the wait for each k-step's fragments. Rung 14 hides it.
  *
  * Tile parameters: a 128 x 256 x 16 block tile and 256 threads, 8 rows of 32.
  * A thread's 16 rows are four groups of 4, a quarter of the tile (32 rows)

@@ -7,10 +7,10 @@
  * of k-step p + 1 are loaded into one register buffer while the FMAs of step p
  * use the other, and at a tile's last step the next stage is landed and
  * published and its first fragments loaded before the last FMAs
- * (pipelined_k_loop, below). No step waits for shared memory: +4-5% over rung
- * 13 on the H200 (47.5 TFLOP/s at 4096^3 against 45.4; NOTES, "The SIMT ladder
- * split"). At rung 12's 8 x 8 tile, two blocks an SM, the other block hid the
- * wait and the same buffers gained nothing (H100, NOTES, "Rung 10: regbuffer").
+ * (pipelined_k_loop, below). No step waits for shared memory, and the rung is
+ * faster than rung 13 on the H200 (measured: NOTES, "The SIMT ladder split").
+ * At rung 12's 8 x 8 tile, two blocks an SM, the other block hid the wait and
+ * the same buffers gained nothing (H100, NOTES, "Rung 10: regbuffer").
  *
  * Tile parameters: a 128 x 256 x 16 block tile and 256 threads, 8 rows of 32.
  * A thread's 16 rows are four groups of 4, a quarter of the tile (32 rows)

@@ -3,7 +3,7 @@
  * lets their operands come from the register reuse cache.
  *
  * One question about the FMA pipe before leaving it for warp tiles and the
- * tensor cores: why does cuBLAS FP32 run 8% faster than rung 14 on the same
+ * tensor cores: why does cuBLAS FP32 run faster than rung 14 on the same
  * work? Measured on the H200 at 4096^3 (benchmarks/NOTES.md, "Past cuBLAS on
  * the FMA pipe?"): both issue 2.4 G instructions, 88-89% of them FFMA, but
  * cuBLAS issues one in 88% of the scheduler's cycles and rung 14 one in 80%.
@@ -43,13 +43,12 @@
  * rows against pairs of columns), which ptxas does not keep.
  *
  * Tile parameters: rung 14's (128 x 256 x 16, 16 x 8 a thread, one block an SM).
- * Limits: rung 14's. 1.5-1.8% over rung 14 from 4096^3 up (H200, NOTES:
- * 0.942x cuBLAS FP32 at 4096^3 and 0.953x at 8192^3, where rung 14 runs 0.926x
- * and 0.936x in the same run), 2% slower at 4095 x 4097 x 4093: short of
- * cuBLAS. The same order in a kernel with no bounds code reached 0.965-1.00x
- * at 4096^3 and 0.965-0.971x at 8192^3 (benchmarks/harness/simt_variants.cu);
- * what cuBLAS keeps and this rung does not is fewer stalls around each
- * k-tile's loads.
+ * Limits: rung 14's. Faster than rung 14 from 4096^3 up, slower at
+ * 4095 x 4097 x 4093, and short of cuBLAS (its speed on the H200: the table in
+ * kernels/ladder/README.md; NOTES). The same order in a kernel with no bounds
+ * code came closer to cuBLAS, at 4096^3 as far as matching it
+ * (benchmarks/harness/simt_variants.cu); what cuBLAS keeps and this rung does
+ * not is fewer stalls around each k-tile's loads.
  * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 16 tiles at the warp level.
  */

@@ -24,9 +24,10 @@
  * shared-memory stages, cp.async where layouts agree and the matrix is
  * aligned, register prefetch otherwise, double-buffered fragments, one
  * barrier per k-step, padded rows. Shared memory is dynamic.
- * Limits: m <= 65535 * 128. 71-72% of the FP32 peak (cuBLAS: 77%): the FMA
- * pipe is busy 75% of cycles, issue slots 82%, and what is left is the
- * non-FMA instructions and dispatch stalls of the schedule nvcc makes.
+ * Limits: m <= 65535 * 128. Short of the FP32 peak, and of cuBLAS (its speed:
+ * the table in kernels/ladder/README.md): the FMA pipe is busy 75% of cycles,
+ * issue slots 82%, and what is left is the non-FMA instructions and dispatch
+ * stalls of the schedule nvcc makes.
  * Stacks: as rung 1, product by product, one launch each.
  * Next: rung 17 leaves FFMA for the tensor cores.
  */

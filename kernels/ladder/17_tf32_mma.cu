@@ -2,7 +2,7 @@
  * Rung 17, tf32_mma: the tensor cores, on operands rounded to TF32.
  *
  * Rungs 1-16 multiply with FFMA, 128 lanes per SM per clock: the H100's FP32
- * peak (66.9 TFLOP/s) is their ceiling and rung 16 already runs at 0.92x
+ * peak (66.9 TFLOP/s) is their ceiling and rung 16 already runs close to
  * cuBLAS. The tensor cores multiply whole tiles per instruction and are many
  * times faster, but they take TF32 operands: FP32's 8-bit exponent with only
  * 10 of its 23 mantissa bits. Each product is exact and the sums are FP32,
@@ -38,15 +38,15 @@
  *
  * Tile parameters: 128 x 128 x 32 block tile, 4 warps of 64 x 64, 3 stages
  * (3 x 35 KiB): the largest warp tile gives each fragment the most reuse,
- * 141 TFLOP/s at 4096^3 against 108 for 8 warps of 64 x 32 (the tile-shape
- * sweep in benchmarks/NOTES.md, "Rung 12: tf32_mma").
+ * faster at 4096^3 than 8 warps of 64 x 32 (the tile-shape sweep in
+ * benchmarks/NOTES.md, "Rung 12: tf32_mma").
  * Limits: m <= 65535 * 128, TF32 accuracy (3e-4), sm_80+.
  * Stacks: as rung 1, product by product, one launch each.
  * Next: mma.sync is Ampere's instruction, and at 128 x 128 tiles it also
  * needs more from L2 than a wider tile would (32 FLOP per byte moved);
- * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) reach 400
- * TFLOP/s. Rung 18 first buys FP32 accuracy with this instruction; rung 19
- * takes Hopper's.
+ * cuBLAS's Hopper kernels (wgmma, bulk copies, larger tiles) run far faster
+ * (their speed: the tables in kernels/ladder/README.md). Rung 18 first buys
+ * FP32 accuracy with this instruction; rung 19 takes Hopper's.
  */
 #ifndef FASTSGEMM_LADDER_17_TF32_MMA
 #define FASTSGEMM_LADDER_17_TF32_MMA

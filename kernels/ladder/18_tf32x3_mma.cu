@@ -30,8 +30,8 @@
  *
  * Tile parameters: 32 x 32 warp tiles in a 64 x 64 block tile, 4 warps, two
  * blocks per SM: two accumulator sets and the split fragments need about 200
- * registers per thread even so. The configurations swept gave 41-43 TFLOP/s
- * at 4096^3, this one the most (benchmarks/NOTES.md).
+ * registers per thread even so. Of the configurations swept at 4096^3 this
+ * one was the fastest (benchmarks/NOTES.md).
  * Limits: as rung 17; inputs of magnitude above about 3.4e38 * (1 - 2^-12)
  * round to Inf in hi and give Inf, not FP32's value.
  * Stacks: as rung 1, product by product, one launch each.

@@ -7,7 +7,7 @@
  * other device, and where this path declines (k == 0, a split that is not
  * whole k-tiles, a workspace that cannot be had).
  *
- * Rung 17's mma.sync kernel runs at about 0.4x cuBLAS's TF32 speed on the
+ * Rung 17's mma.sync kernel runs far short of cuBLAS's TF32 speed on the
  * H100: every lane loads its fragments from shared memory into registers
  * before each MMA, and those loads, not the tensor cores, set the pace.
  * wgmma, issued by a warpgroup (4 warps), reads both operands straight from

@@ -50,7 +50,7 @@
  *
  * Next: B still passes through DRAM three times (read, packed, read back).
  * The direct path takes the pack pass away, but its producers' split of B
- * still sets its pace (81 TFLOP/s at 4096^3 against 125 packed;
+ * still sets its pace (slower at 4096^3 than the packed path;
  * benchmarks/NOTES.md).
  */
 #ifndef FASTSGEMM_LADDER_21_TF32X3_REGS

@@ -67,7 +67,7 @@
  *
  * Stacks: product by product, one call of the whole scheme each (its
  * workspace and passes are a product's).
- * Next: at 16384^3 the GEMM is 90% of the call, its tensor pipe busy 93% of
+ * Next: at 16384^3 the GEMM is most of the call, its tensor pipe busy 93% of
  * its cycles (87.6% at 8192^3), and called back to back it holds the board at
  * its 700 W cap with the SM clock near 1.47 GHz (benchmarks/NOTES.md, "The
  * persistent grid"). What is left there is energy: fewer joules an operation
