@@ -76,7 +76,13 @@ def test_ctrl_c_stops_a_cpu_call_at_a_panel_edge(layout, tmp_path):
     assert child.returncode == 0, child.stderr
     report = json.loads(child.stdout.strip().splitlines()[-1])
     assert report["outcome"] == "KeyboardInterrupt", report
-    assert report["latency_s"] < 1.0, f"KeyboardInterrupt came {report['latency_s']:.2f} s after SIGINT: {report}"
+    # The signal is seen at the next panel edge, and a strided out then takes the finished panels back from the
+    # temporary: a few panels' time at most. A panel's time is measured in the child (its one-panel run), so that
+    # a loaded machine, where everything runs slower, is not mistaken for a late check.
+    panel_s = report["full_estimate_s"] * PANEL_MULTIPLE / N
+    bound = max(1.0, 3 * panel_s)
+    assert report["latency_s"] < bound, (f"KeyboardInterrupt came {report['latency_s']:.2f} s after SIGINT, past "
+                                         f"{bound:.2f} s (three panels of {panel_s:.2f} s): {report}")
     assert report["call_s"] < report["full_estimate_s"] / 3, f"the call ran (nearly) to the end: {report}"
 
     out = np.load(path)
