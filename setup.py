@@ -36,8 +36,8 @@ import build_cuda  # noqa: E402: next to this file; the PEP 517 backend makes th
 # instructions (wgmma needs sm_90a): {"kernels/ladder/NN_name.cu": "90a"}. Their
 # launchers check the device's compute capability before they launch.
 FILE_ARCHS = {"kernels/ladder/19_tf32.cu": "90a", "kernels/ladder/20_tf32x3.cu": "90a",
-              "kernels/ladder/21_tf32x3_regs.cu": "90a", "kernels/ladder/22_ozaki.cu": "90a",
-              "kernels/ladder/23_tf32x3_inplace.cu": "90a", "kernels/ladder/24_tf32_tma.cu": "90a",
+              "kernels/ladder/21_tf32x3_regs.cu": "90a", "kernels/ladder/24_ozaki.cu": "90a",
+              "kernels/ladder/22_tf32x3_inplace.cu": "90a", "kernels/ladder/23_tf32_tma.cu": "90a",
               "kernels/engine/tf32x3_direct.cu": "90a", "kernels/engine/tf32x3_regs_direct.cu": "90a",
               "kernels/engine/tf32x3_128x64.cu": "90a", "kernels/engine/tf32x3_regs_4steps.cu": "90a",
               "kernels/engine/ozaki.cu": "90a", "kernels/engine/tf32.cu": "90a", "kernels/engine/tf32x3.cu": "90a",

@@ -3,7 +3,7 @@ path, and what error the integer path alone would have given on them.
 
     python benchmarks/ozaki_model.py [--size 256] [--k 4096] [--moduli 8] [--out ozaki-model.json]
 
-What it models, from kernels/ladder/22_ozaki.cu:
+What it models, from kernels/ladder/24_ozaki.cu:
 - the bits a product may use, floor(log2(P / 4K)) for the product P of the first `moduli` moduli, split between
   A (the larger half) and B, at most 30 each;
 - each row of A and column of B scaled by the power of two that puts its largest finite element in

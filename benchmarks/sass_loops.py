@@ -8,7 +8,7 @@ shortest loop that holds a wgmma (HGMMA) or an mma.sync (HMMA); of any other ker
 holds an FFMA. For each kernel whose mangled name contains --kernel (all kernels without it) the script prints
 that loop's length and its opcode counts; with --against, the same kernel's loop in the other file and the
 opcodes whose counts differ. Static code only: a loop's length is the instructions a warp issues an iteration
-where no branch inside it is taken, not their stalls; for rung 23 it matched ncu's executed-instruction counts
+where no branch inside it is taken, not their stalls; for rung 22 it matched ncu's executed-instruction counts
 (benchmarks/NOTES.md, "The exact epilogue's cost, counted by ncu"). A kernel built for several architectures in
 one object is counted once (the last).
 """

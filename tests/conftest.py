@@ -175,7 +175,7 @@ def needs_hopper():
 def run_raw(kernel, A, B, trans_a, trans_b, alpha=1.0, beta=0.0, C=None, pad=False):
     """sgemm_raw with A and B stored row- or column-major on the device, into an output poisoned with NaN (or C).
     pad: each stored line of A and B (a row, or a column where stored column-major) is followed by NaN up to a
-    multiple of 4 floats, so that the leading dimensions are ones the copy engine takes (rungs 23 and 24) and
+    multiple of 4 floats, so that the leading dimensions are ones the copy engine takes (rungs 24 and 23) and
     any read past a matrix's edge shows."""
     m, k = A.shape
     n = B.shape[1]

@@ -130,7 +130,7 @@ def test_wgmmas_are_not_serialized(name, compiled):
     """Where ptxas cannot keep a kernel's wgmmas in flight together (registers the wgmmas define touched on a
     path it cannot order, too few registers), it makes each wait for the one before and says so in its report
     ("wgmma.mma_async instructions are serialized due to ..."). The results stay right and the tensor cores
-    run a fraction of the time; this check catches it where there is no GPU to time it. Rung 22's epilogue
+    run a fraction of the time; this check catches it where there is no GPU to time it. Rung 24's epilogue
     with a fast path for tiles inside D did it (benchmarks/NOTES.md, "The persistent grid")."""
     report, _ = compiled[name]
     serialized = [line.strip() for line in report.splitlines() if "wgmma" in line and "serialized" in line]

@@ -1,6 +1,6 @@
-"""Rung 23, tf32x3_inplace: no pack pass, the k-contiguous operand split in place in shared memory.
+"""Rung 22, tf32x3_inplace: no pack pass, the k-contiguous operand split in place in shared memory.
 
-Its promise (kernels/ladder/23_tf32x3_inplace.cu): the split, the products and the order of the sums are rung
+Its promise (kernels/ladder/22_tf32x3_inplace.cu): the split, the products and the order of the sums are rung
 20's, so with alpha 1 and beta 0 its result is tf32x3's, bit for bit, in every orientation: B column-major (B^T in
 shared memory), and both row-major (the product run as B^T A^T, written back transposed). Where it declines (no
 k-contiguous operand, a matrix the copy engine cannot read) rung 21's direct path runs, whose numbers are the same.
@@ -180,7 +180,7 @@ def test_a_captured_chain_replays_in_order():
 @pytest.mark.parametrize("kernel,same_as", [("tf32x3_inplace", "tf32x3"), ("tf32_tma", "tf32")])
 def test_the_untransposed_epilogue_where_pairs_do_not_align(kernel, same_as, where):
     """Untransposed (B column-major), the epilogue stores a thread's two adjacent results as one 8-byte store where
-    the result's rows allow (rung 23's store_output, which rung 24 shares). Into an out 4 bytes past 8-byte
+    the result's rows allow (rung 22's store_output, which rung 23 shares). Into an out 4 bytes past 8-byte
     alignment, or one with an odd leading dimension, it stores them one at a time: the result is the same, bit for
     bit, and nothing outside out is written. Whole tiles, so that the fast epilogue is the one that runs."""
     torch = pytest.importorskip("torch")

@@ -11,7 +11,7 @@ from conftest import TRANSPOSE_IDS, TRANSPOSES, needs_hopper, random_matrix, run
 # (lesson, engine, the layouts (trans_a, trans_b) where both take the wgmma path the lesson teaches)
 EVERY = TRANSPOSES
 K_CONTIGUOUS_A = [t for t in TRANSPOSES if not t[0]]  # rung 21: A row-major, read raw by tensor copies
-COPY_ENGINE = [t for t in TRANSPOSES if not (t[0] and not t[1])]  # rungs 23-24: a k-contiguous operand
+COPY_ENGINE = [t for t in TRANSPOSES if not (t[0] and not t[1])]  # rungs 22-23: a k-contiguous operand
 PAIRS = [("tf32:lesson", "tf32", EVERY), ("tf32x3:lesson", "tf32x3", EVERY),
          ("tf32x3_regs:lesson", "tf32x3_regs", K_CONTIGUOUS_A),
          ("tf32x3_inplace:lesson", "tf32x3_inplace", COPY_ENGINE), ("tf32_tma:lesson", "tf32_tma", COPY_ENGINE)]

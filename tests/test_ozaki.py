@@ -1,6 +1,6 @@
-"""Rung 22, ozaki: FP32 accuracy from exact INT8 products, on the GPU.
+"""Rung 24, ozaki: FP32 accuracy from exact INT8 products, on the GPU.
 
-Its promises (kernels/ladder/22_ozaki.cu): on random inputs an error no larger than cuBLAS FP32 SGEMM's
+Its promises (kernels/ladder/24_ozaki.cu): on random inputs an error no larger than cuBLAS FP32 SGEMM's
 (eight moduli) or within the FP32 bound (seven); rows of A and columns of B whose range it cannot represent,
 and Inf and NaN, computed another way, with numpy.matmul's Inf and NaN and FP32 accuracy at any exponent
 range; and, on compute capability 9.0, the INT8 path really running (other bits than tf32x3's, its fallback).
@@ -14,7 +14,7 @@ from conftest import FP32_TOLERANCE, launched_kernels, random_matrix, reference
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = ["ozaki", "ozaki:7", "ozaki:lesson"]  # the engine's scheme (8 and 7 moduli) and rung 22's own
+KERNELS = ["ozaki", "ozaki:7", "ozaki:lesson"]  # the engine's scheme (8 and 7 moduli) and rung 24's own
 
 
 def hopper():

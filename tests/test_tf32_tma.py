@@ -1,6 +1,6 @@
-"""Rung 24, tf32_tma: no pack pass; tensor maps of type TF32, so the copy engine rounds the operands.
+"""Rung 23, tf32_tma: no pack pass; tensor maps of type TF32, so the copy engine rounds the operands.
 
-Its promises (kernels/ladder/24_tf32_tma.cu):
+Its promises (kernels/ladder/23_tf32_tma.cu):
 - the copy engine rounds each operand to TF32 to nearest, ties to even, as rung 19's pack pass does;
 - the products and the order of the sums are rung 19's, so its result is tf32's, bit for bit, in every
   orientation: B column-major (B^T read by wgmma from shared memory), both row-major (the product run as

@@ -1,5 +1,5 @@
 # The library's INT8 GEMM (cuBLASLt through torch._int_mm: int8 x int8 -> int32, B column-major) at 8192^3 and
-# 16384^3: CUDA events, median of 10 after 3 warm-ups. The ceiling that rung 22 (ozaki)'s INT8 GEMM is measured
+# 16384^3: CUDA events, median of 10 after 3 warm-ups. The ceiling that rung 24 (ozaki)'s INT8 GEMM is measured
 # against (benchmarks/NOTES.md, "The INT8 GEMM against cuBLASLt's").
 #     python3 benchmarks/harness/int8_library.py OUT.json
 import torch, statistics, json, sys

@@ -4,7 +4,7 @@
 # torch.profiler (CUPTI's kernel records): each kernel's duration on the GPU, and the gap from one kernel's end to
 # the next one's start. A call's time is about its kernels' durations plus the gaps; a gap that is large says the
 # GPU waits (on the host, or on a launch), a small one that the kernel itself is what to shorten. Tracing adds host
-# time to each launch, and on an overlapped launch (rung 23) it can lengthen the loop and the kernel records: compare
+# time to each launch, and on an overlapped launch (rung 22) it can lengthen the loop and the kernel records: compare
 # the traced period with the untraced one before reading the kernels' durations as the GPU's.
 #     python3 benchmarks/harness/kernel_gaps.py [BATCH M K N [CALLS]]    (256 128 128 128 400)
 import statistics

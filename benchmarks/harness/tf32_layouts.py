@@ -1,9 +1,9 @@
-# tf32_tma (rung 24) and tf32 (rung 19) against cuBLAS's TF32 GEMM (torch.matmul with TF32 allowed, and
+# tf32_tma (rung 23) and tf32 (rung 19) against cuBLAS's TF32 GEMM (torch.matmul with TF32 allowed, and
 # fsg:cublas_tf32, cuBLAS as fastsgemm's kernel="cublas_tf32" calls it, as the sweep does) in the four
 # layouts of torch operands: NN (A and B row-major), NT (B a transposed view: k contiguous), TN (A a transposed
 # view), TT. CUDA events, fresh randn operands, 3 warm-ups each, then 20 rounds in which each contender runs once in
 # turn (a clock that drifts with the GPU's temperature weighs on all alike); each one's median of 20, as TFLOP/s and
-# as a ratio to cuBLAS TF32. TN has no k-contiguous operand, so rung 24 runs rung 19 there (its numbers, packed).
+# as a ratio to cuBLAS TF32. TN has no k-contiguous operand, so rung 23 runs rung 19 there (its numbers, packed).
 #     python3 benchmarks/harness/tf32_layouts.py [sizes...]
 import statistics
 import sys

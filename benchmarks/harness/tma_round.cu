@@ -2,7 +2,7 @@
 // One 64 x 32 tile of FP32 whose low 13 bits are random (a quarter of them exact ties, an eighth negative, and a
 // subnormal, the largest float and a NaN with a payload), copied by the copy engine through maps of type FLOAT32,
 // TFLOAT32 and TFLOAT32_FTZ, read back, and compared bit for bit with four candidates: unchanged, rounded to
-// nearest with ties to even, to nearest with ties away, truncated. The answer decides rung 24 (tf32_tma).
+// nearest with ties to even, to nearest with ties away, truncated. The answer decides rung 23 (tf32_tma).
 //     nvcc -arch=sm_90a -o tma_round benchmarks/harness/tma_round.cu && ./tma_round
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -1,9 +1,9 @@
 /*
  * engine/ozaki.cu: the production ozaki (kernel="ozaki", and "ozaki:7" with
- * seven moduli): rung 22's integer scheme with a scaling and a range check
+ * seven moduli): rung 24's integer scheme with a scaling and a range check
  * whose cost does not depend on the data.
  *
- * Rung 22 scales each row of A (column of B) by its largest element and sends
+ * Rung 24 scales each row of A (column of B) by its largest element and sends
  * a whole row to dot products in double when its rounding weighs too much
  * against the row's own mass. Two things go wrong with that (issue 47,
  * benchmarks/NOTES.md "Ozaki's range check, modelled on the CPU"):

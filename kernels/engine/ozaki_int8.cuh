@@ -1,8 +1,8 @@
 /*
- * engine/ozaki_int8.cuh: the pieces of rung 22's INT8 Ozaki scheme that kernel="ozaki" (engine/ozaki.cu) is built
+ * engine/ozaki_int8.cuh: the pieces of rung 24's INT8 Ozaki scheme that kernel="ozaki" (engine/ozaki.cu) is built
  * from: the moduli and their recombination constants, the rows' scans, the scaled integers' residues and their
  * packing, the symmetric reduction, the reconstruction's residue reads, the dot product in double, and split-K's
- * slices. Taken from the lesson (kernels/ladder/22_ozaki.cu) as it stood; the lesson's own passes and launcher
+ * slices. Taken from the lesson (kernels/ladder/24_ozaki.cu) as it stood; the lesson's own passes and launcher
  * stay there, and engine/ozaki.cu has its own, with the error check against a product of magnitudes and the
  * double-precision fallback for the outputs that fail it. Built for sm_90a only.
  */

@@ -99,7 +99,7 @@ __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &
 }
 
 /* A persistent grid (one block per SM, each taking items gridDim.x apart) numbers its work items product by
- * product (or split-K slice by slice: grid z's meaning; rung 22: modulus by modulus), each product's output
+ * product (or split-K slice by slice: grid z's meaning; rung 24: modulus by modulus), each product's output
  * tiles in start_block's order. */
 struct WorkItem {
     int64_t z;

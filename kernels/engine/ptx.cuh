@@ -41,7 +41,7 @@ __device__ __forceinline__ uint64_t descriptor(const float *smem) {
 }
 
 /* The 64 accumulators of an m64n128 wgmma as inline-assembly operands %0 .. %63, read and written, with
- * constraint c: "+f" for FP32 accumulators, "+r" for the s32 ones of the INT8 wgmma (rung 22). */
+ * constraint c: "+f" for FP32 accumulators, "+r" for the s32 ones of the INT8 wgmma (rung 24). */
 #define FSG_WGMMA_ACCUMULATORS_64_AS(c, d)                                                                       \
     c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]), c(d[10]), c(d[11]),   \
         c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]),       \
@@ -107,7 +107,7 @@ __device__ __forceinline__ void wgmma_64x128x8_rs(float (&d)[64], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
-/* d (+)= A * B for a 64 x 256 x 8 tile (rung 24), as one instruction: d[0] holds columns 0-127 and d[1]
+/* d (+)= A * B for a 64 x 256 x 8 tile (tf32_tma), as one instruction: d[0] holds columns 0-127 and d[1]
  * columns 128-255, each as wgmma_64x128x8 lays them out, so that the 128 accumulators are those of two
  * m64n128 wgmmas side by side. b: 256 rows of B^T from one descriptor (32 atoms of 8 rows). */
 __device__ __forceinline__ void wgmma_64x256x8(float (&d)[2][64], uint64_t a, uint64_t b, int accumulate) {
@@ -126,7 +126,7 @@ __device__ __forceinline__ void wgmma_64x256x8(float (&d)[2][64], uint64_t a, ui
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
-/* d (+)= A * B for a 64 x 128 x 32 tile of signed 8-bit integers, summed exactly in s32 (rung 22): A from
+/* d (+)= A * B for a 64 x 128 x 32 tile of signed 8-bit integers, summed exactly in s32 (rung 24): A from
  * descriptor a, B^T from b, both K-major in the 128-byte swizzle. A row of such a tile is 128 values, 128
  * bytes, so the layout, the descriptors and a k-step's 32-byte move are those of a TF32 tile of 32. The
  * integer form takes no scale or transpose operands. */

@@ -1,6 +1,6 @@
 /*
  * engine/tf32_tma.cu: the production TF32 kernel with no pack pass, behind kernel="tf32_tma". The idea is rung
- * 24's lesson (kernels/ladder/24_tf32_tma.cu): tensor maps of type TF32, so the copy engine rounds each operand
+ * 23's lesson (kernels/ladder/23_tf32_tma.cu): tensor maps of type TF32, so the copy engine rounds each operand
  * to nearest as it lands; wgmma reads the k-contiguous operand from shared memory and the other from registers
  * where its k is not contiguous, in tf32x3_inplace's orientation (engine/tf32x3_inplace.cuh).
  *
@@ -137,9 +137,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---- launcher ----
-/* This rung on one product, a batch or split-K's slices, in rung 23's
+/* This rung on one product, a batch or split-K's slices, in tf32x3_inplace's
  * orientation, with tensor maps of type TF32 (the copy engine rounds).
- * *launched stays false where it declines (rung 23's orient: no k-contiguous
+ * *launched stays false where it declines (tf32x3_inplace's orient: no k-contiguous
  * operand, or a matrix the copy engine cannot read). */
 inline cudaError_t launch(const fsg_gemm *g, const fsg_batch &batch, cudaStream_t stream, bool *launched) {
     *launched = false;

@@ -1,7 +1,7 @@
 /*
  * engine/tf32x3_inplace.cuh: the production kernel with no pack pass, behind kernel="tf32x3_inplace" (and the
- * orientation, tensor maps and epilogue that tf32_tma reuses). The idea is rung 23's lesson
- * (kernels/ladder/23_tf32x3_inplace.cu): both operands arrive raw by tensor copies; the k-contiguous one (S) is
+ * orientation, tensor maps and epilogue that tf32_tma reuses). The idea is rung 22's lesson
+ * (kernels/ladder/22_tf32x3_inplace.cu): both operands arrive raw by tensor copies; the k-contiguous one (S) is
  * split in place in shared memory by three split warps, the other (R) in the consumers' registers, and where B
  * is row-major the kernel computes B^T A^T.
  *
@@ -188,7 +188,7 @@ __device__ __forceinline__ void store_output(const fsg_gemm &g, int64_t row0, in
     }
 }
 
-/* The copy thread of a block (this rung's and rung 24's): tile q of the block's
+/* The copy thread of a block (this kernel's and tf32_tma's): tile q of the block's
  * sequence (its items' k-tiles, one after another) into stage q % STAGES,
  * once the consumers are done with tile q - STAGES there (empty): S's
  * S_ROWS x 32 box at the stage's start, R's R_ROWS rows at R_AT (one box along
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
  * 128-byte swizzle, zeros outside. False where the copy engine cannot read it
  * so: an address or a stride that is not a multiple of 16 bytes, coordinates
  * past an int, or no encoder. `type`: FP32 as it lies, or TF32 (rounded to
- * nearest as the copy lands: rung 24). */
+ * nearest as the copy lands: tf32_tma). */
 inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t across, int64_t products, int64_t step,
                         int box_along, int box_across, CUtensorMap *map,
                         CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32) {
@@ -332,7 +332,7 @@ inline bool operand_map(const float *p, int64_t ld, int64_t along, int64_t acros
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* How a call runs on this rung's block (and rung 24's): which operand wgmma
+/* How a call runs on this kernel's block (and tf32_tma's): which operand wgmma
  * reads from shared memory (S, k-contiguous in the caller's matrix) and which
  * from registers (R), their tensor maps (R in tiles of r_rows rows, S of
  * s_rows, elements of `type`), and the persistent grid: one block per SM,

@@ -86,7 +86,7 @@ __device__ __forceinline__ void split_fragments(const float *raw_a, int row, int
  * memory: part (+)= hi_a hi_b (afresh at the tile's first k-step), corr +=
  * lo_a hi_b + hi_a lo_b, in rung 20's order; issued, then waited for. The
  * fragments are kept unchanged until the wait: the wgmmas read them as they run.
- * LO_B_FIRST adds the two corrections the other way round: rung 23 multiplies
+ * LO_B_FIRST adds the two corrections the other way round: rung 22 multiplies
  * B^T A^T, where its register operand is B, and so keeps rung 20's order. */
 template <int STEPS, int HALF_BN, bool LO_B_FIRST = false>
 __device__ __forceinline__ void three_products(float (&part)[HALF_BN], float (&corr)[HALF_BN],

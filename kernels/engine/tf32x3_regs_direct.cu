@@ -1,6 +1,6 @@
 /*
  * engine/tf32x3_regs_direct.cu: configuration "direct" of rung 21
- * (kernel="tf32x3_regs:direct"): no pack pass at all. Also what rung 23
+ * (kernel="tf32x3_regs:direct"): no pack pass at all. Also what rung 22
  * (tf32x3_inplace) runs where its tensor copies cannot read the operands.
  *
  * Rung 20's direct path (tf32x3:direct) skips the pack pass: its producer

@@ -1,5 +1,5 @@
 /*
- * Rung 23, tf32x3_inplace: rung 21's three products with no pack pass. Both
+ * Rung 22, tf32x3_inplace: rung 21's three products with no pack pass. Both
  * operands arrive raw by tensor copies; the one wgmma reads from shared memory
  * is split there, in place, and the other in the consumers' registers, as
  * rung 21 splits A.
@@ -54,10 +54,10 @@
  * Stacks here: product by product.
  *
  * Next: one product on TF32 tiles that the copy engine rounds as they land
- * (rung 24): nothing left to split at all.
+ * (rung 23): nothing left to split at all.
  */
-#ifndef FASTSGEMM_LADDER_23_TF32X3_INPLACE
-#define FASTSGEMM_LADDER_23_TF32X3_INPLACE
+#ifndef FASTSGEMM_LADDER_22_TF32X3_INPLACE
+#define FASTSGEMM_LADDER_22_TF32X3_INPLACE
 
 #include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
 
@@ -521,4 +521,4 @@ extern "C" cudaError_t fsg_tf32x3_inplace_lesson_sgemm(const fsg_gemm *g, cudaSt
     return fsg_tf32x3_mma_sgemm(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_23_TF32X3_INPLACE */
+#endif /* FASTSGEMM_LADDER_22_TF32X3_INPLACE */

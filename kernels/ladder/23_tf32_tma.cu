@@ -1,5 +1,5 @@
 /*
- * Rung 24, tf32_tma: rung 23's block with no split at all. The copy engine
+ * Rung 23, tf32_tma: rung 22's block with no split at all. The copy engine
  * rounds each operand to TF32 as it lands, and the consumers run rung 19's
  * one product a k-step.
  *
@@ -16,7 +16,7 @@
  * (cvt.rn; checked value by value on the H200: benchmarks/harness/tma_round.cu,
  * benchmarks/NOTES.md). So the copy engine does the pass's work on the way.
  *
- * The change from rung 23:
+ * The change from rung 22:
  *   - Both tensor maps are of type TF32, and nothing is split: no split warps
  *     and no lo tile, and the copies complete `full` themselves (rung 21's two
  *     barriers a stage). A stage holds S and raw R, 32 KiB.
@@ -26,10 +26,10 @@
  *     so the result is rung 19's, bit for bit (tests/test_tf32_tma.py).
  *   - The epilogue stores the accumulators: there is nothing to combine.
  *
- * Tile parameters: rung 23's 128 x 128 x 32 block tile; 64 accumulators a
+ * Tile parameters: rung 22's 128 x 128 x 32 block tile; 64 accumulators a
  * consumer thread.
  *
- * Limits: rung 23's (16-byte aligned matrices whose leading dimension is a
+ * Limits: rung 22's (16-byte aligned matrices whose leading dimension is a
  * multiple of 4 floats, and a k-contiguous operand). Anything else, and
  * wgmma-less devices, run rung 17 (tf32_mma). The engine's copy
  * (kernel="tf32_tma") takes a 128 x 256 tile, reads an R whose k is
@@ -39,10 +39,10 @@
  * Stacks here: product by product.
  *
  * Next: the INT8 tensor cores, and a different scheme for FP32 accuracy
- * (rung 22, ozaki).
+ * (rung 24, ozaki).
  */
-#ifndef FASTSGEMM_LADDER_24_TF32_TMA
-#define FASTSGEMM_LADDER_24_TF32_TMA
+#ifndef FASTSGEMM_LADDER_23_TF32_TMA
+#define FASTSGEMM_LADDER_23_TF32_TMA
 
 #include <cuda.h>  // CUtensorMap and the driver's tensor-map encoder, reached through the runtime
 
@@ -59,7 +59,7 @@ constexpr int kPartFloats = kTile * kBK;       // one 128 x 32 tile: 16 KiB
 constexpr int kStageFloats = 2 * kPartFloats;  // S, raw R: 32 KiB
 constexpr int kStages = 4;
 constexpr int kKSteps = kBK / 8;  // wgmma k-steps of 8 per k-tile
-constexpr int kStepsAtOnce = 2;   // k-steps whose R fragments are held at once, as rung 23's
+constexpr int kStepsAtOnce = 2;   // k-steps whose R fragments are held at once, as rung 22's
 constexpr int kBoxRows = 32;      // an R whose rows are not k-contiguous comes in boxes of 32 rows x 32 k
 constexpr int kProducerThreads = 128, kConsumerThreads = 256;  // one warpgroup, two
 constexpr int kThreads = kProducerThreads + kConsumerThreads;
@@ -189,7 +189,7 @@ __device__ __forceinline__ int raw_r_offset(int r, int k) {
 /* A consumer thread's fragments of k-steps first_step .. first_step + STEPS
  * - 1 of a raw R tile, as the copy engine landed them (already TF32), in
  * wgmma's register layout: rows row and row + 8, k col and col + 4 of each
- * k-step. Where rung 23 split each value, this only loads it. */
+ * k-step. Where rung 22 split each value, this only loads it. */
 template <bool R_ALONG_K, int STEPS>
 __device__ __forceinline__ void load_fragments(const float *raw_r, int row, int col, int first_step,
                                                uint32_t (&a)[STEPS][4]) {
@@ -217,7 +217,7 @@ __device__ __forceinline__ void products(float (&acc)[64], uint32_t (&a)[STEPS][
     for (int j = 0; j < STEPS; ++j) touch_registers(a[j]);  // read by the wgmmas until the wait
 }
 
-/* O = R S^T, one block per 128 x 128 output tile, in rung 23's orientation:
+/* O = R S^T, one block per 128 x 128 output tile, in rung 22's orientation:
  * O is D, or D^T where the kernel runs TRANSPOSED (R is B^T and S is A).
  * r_map and s_map are R's and S's tensor maps, of type TF32. R_ALONG_K: R's
  * rows are k-contiguous in memory (one box a k-tile), else four boxes of 32
@@ -292,7 +292,7 @@ static __global__ void __launch_bounds__(kThreads, 1)
             mbarrier_arrive(&empty[s]);  // this stage's reads are done: the copy thread may refill it
         }
 
-        // The epilogue, as rung 23's: accumulator i is element (8 ((i % 4) / 2), 8 (i / 4) + i % 2) from the
+        // The epilogue, as rung 22's: accumulator i is element (8 ((i % 4) / 2), 8 (i / 4) + i % 2) from the
         // thread's first. Transposed, O(r, c) is D(c, r).
         const int64_t row = (int64_t)tile_r * kTile + consumer * kWgRows + warp * 16 + lane / 4;
         const int64_t col = (int64_t)tile_s * kTile + 2 * (lane % 4);
@@ -405,4 +405,4 @@ extern "C" cudaError_t fsg_tf32_tma_lesson_sgemm(const fsg_gemm *g, cudaStream_t
     return fsg_tf32_mma_sgemm(g, stream);
 }
 
-#endif /* FASTSGEMM_LADDER_24_TF32_TMA */
+#endif /* FASTSGEMM_LADDER_23_TF32_TMA */

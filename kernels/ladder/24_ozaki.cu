@@ -1,6 +1,7 @@
 /*
- * Rung 22, ozaki: FP32-accurate products on the INT8 tensor cores, by exact
- * integer arithmetic in residues.
+ * Rung 24, ozaki: FP32-accurate products on the INT8 tensor cores, by exact
+ * integer arithmetic in residues. The last rung, and another road to FP32
+ * accuracy than the TF32 splits of rungs 18-23: the INT8 tensor cores.
  *
  * Built for sm_90a only (setup.py's FILE_ARCHS): elsewhere the launcher runs
  * rung 20 (tf32x3), which runs rung 18 where wgmma is not had.
@@ -76,8 +77,8 @@
  * twice and the slice pass (8 integer residues an element) is
  * instruction-bound.
  */
-#ifndef FASTSGEMM_LADDER_22_OZAKI
-#define FASTSGEMM_LADDER_22_OZAKI
+#ifndef FASTSGEMM_LADDER_24_OZAKI
+#define FASTSGEMM_LADDER_24_OZAKI
 
 #include "common.cuh"
 #include "support/device_memory.h"  // the workspace is counted against fastsgemm's memory limit
@@ -181,7 +182,7 @@ __device__ __forceinline__ uint64_t descriptor(const float *smem) {
 }
 
 /* The 64 accumulators of an m64n128 wgmma as inline-assembly operands %0 .. %63, read and written, with
- * constraint c: "+f" for FP32 accumulators, "+r" for the s32 ones of the INT8 wgmma (rung 22). */
+ * constraint c: "+f" for FP32 accumulators, "+r" for the s32 ones of the INT8 wgmma (rung 24). */
 #define FSG_WGMMA_ACCUMULATORS_64_AS(c, d)                                                                       \
     c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]), c(d[10]), c(d[11]),   \
         c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]),       \
@@ -192,7 +193,7 @@ __device__ __forceinline__ uint64_t descriptor(const float *smem) {
         c(d[62]), c(d[63])
 #define FSG_WGMMA_ACCUMULATORS_64(d) FSG_WGMMA_ACCUMULATORS_64_AS("+f", d)
 
-/* d (+)= A * B for a 64 x 128 x 32 tile of signed 8-bit integers, summed exactly in s32 (rung 22): A from
+/* d (+)= A * B for a 64 x 128 x 32 tile of signed 8-bit integers, summed exactly in s32 (rung 24): A from
  * descriptor a, B^T from b, both K-major in the 128-byte swizzle. A row of such a tile is 128 values, 128
  * bytes, so the layout, the descriptors and a k-step's 32-byte move are those of a TF32 tile of 32. The
  * integer form takes no scale or transpose operands. */
@@ -326,7 +327,7 @@ __device__ __forceinline__ BlockStart start_block(float4 *smem, const fsg_gemm &
 }
 
 /* A persistent grid (one block per SM, each taking items gridDim.x apart) numbers its work items product by
- * product (or split-K slice by slice: grid z's meaning; rung 22: modulus by modulus), each product's output
+ * product (or split-K slice by slice: grid z's meaning; rung 24: modulus by modulus), each product's output
  * tiles in start_block's order. */
 struct WorkItem {
     int64_t z;
@@ -981,4 +982,4 @@ extern "C" cudaError_t fsg_ozaki_lesson_sgemm(const fsg_gemm *g, cudaStream_t st
                                                    fsg::lesson::ozaki::launch<8>, fsg_tf32x3_lesson_sgemm);
 }
 
-#endif /* FASTSGEMM_LADDER_22_OZAKI */
+#endif /* FASTSGEMM_LADDER_24_OZAKI */

@@ -87,15 +87,15 @@ static const fsg_config ozaki_configs[] = {
      fsg_ozaki_7_sgemm, GRID_Y_LIMIT(64), FILL(128, 256, 1), .precision = "near-fp32"},
     {"lesson", "the lesson's scheme: rows scaled by their largest element, a row whose rounding weighs too much "
      "computed whole in double, so its speed depends on the data (tf32x3 where INT8 wgmma is not had)",
-     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), WHOLE_K(128, 256, 1), .source = "kernels/ladder/22_ozaki.cu",
+     fsg_ozaki_lesson_sgemm, GRID_Y_LIMIT(64), WHOLE_K(128, 256, 1), .source = "kernels/ladder/24_ozaki.cu",
      .not_for_auto = "its speed depends on the data: a row whose rounding weighs too much runs whole as dot "
                      "products in double (70-100x slower on softmax rows, spread exponents, one outlier column)"},
 };
 
 static const fsg_config tf32_configs[] = {LESSON("tf32", "19", 128, 256, 128, fsg_tf32_lesson_sgemm)};
 static const fsg_config tf32x3_inplace_configs[] = {
-    LESSON("tf32x3_inplace", "23", 128, 128, 64, fsg_tf32x3_inplace_lesson_sgemm)};
-static const fsg_config tf32_tma_configs[] = {LESSON("tf32_tma", "24", 128, 256, 128, fsg_tf32_tma_lesson_sgemm)};
+    LESSON("tf32x3_inplace", "22", 128, 128, 64, fsg_tf32x3_inplace_lesson_sgemm)};
+static const fsg_config tf32_tma_configs[] = {LESSON("tf32_tma", "23", 128, 128, 64, fsg_tf32_tma_lesson_sgemm)};
 #define CONFIGS(list) .configs = (list), .config_count = (int)(sizeof(list) / sizeof((list)[0]))
 
 const fsg_rung fsg_rungs[] = {
@@ -360,22 +360,6 @@ const fsg_rung fsg_rungs[] = {
     },
     {
         .number = 22,
-        .name = "ozaki",
-        .idea = "FP32 products as exact INT8 tensor-core products: each row scaled to integers, split into residues "
-                "of eight moduli, one INT8 wgmma GEMM per modulus, recombined by the Chinese remainder theorem; "
-                "the engine's scheme (kernels/engine/ozaki.cu) checks each output's error bound against an INT8 "
-                "product of magnitudes and computes the few that fail in double (tf32x3 where INT8 wgmma is not had)",
-        .device = FSG_DEVICE_CUDA,
-        .source = "kernels/engine/ozaki.cu",
-        .launch = fsg_ozaki_sgemm,
-        .sass = "IGMMA",
-        .precision = "fp32",
-        .max_dim = GRID_Y_LIMIT(64),
-        WHOLE_K(128, 256, 1),
-        CONFIGS(ozaki_configs),
-    },
-    {
-        .number = 23,
         .name = "tf32x3_inplace",
         .idea = "rung 21 with no pack pass: both operands raw by tensor copies, the k-contiguous one split in place "
                 "in shared memory, the other in registers, B^T A^T where that one is A (tf32x3_regs:direct where "
@@ -391,7 +375,7 @@ const fsg_rung fsg_rungs[] = {
         .launch_batch = fsg_tf32x3_inplace_batch_sgemm,
     },
     {
-        .number = 24,
+        .number = 23,
         .name = "tf32_tma",
         .idea = "rung 19 with no pack pass: tensor maps of type TF32, so the copy engine rounds each operand to "
                 "nearest as it lands; wgmma reads a k-contiguous operand from shared memory and the other from "
@@ -406,6 +390,22 @@ const fsg_rung fsg_rungs[] = {
         FILL(128, 256, 1),
         CONFIGS(tf32_tma_configs),
         .launch_batch = fsg_tf32_tma_batch_sgemm,
+    },
+    {
+        .number = 24,
+        .name = "ozaki",
+        .idea = "FP32 products as exact INT8 tensor-core products: each row scaled to integers, split into residues "
+                "of eight moduli, one INT8 wgmma GEMM per modulus, recombined by the Chinese remainder theorem; "
+                "the engine's scheme (kernels/engine/ozaki.cu) checks each output's error bound against an INT8 "
+                "product of magnitudes and computes the few that fail in double (tf32x3 where INT8 wgmma is not had)",
+        .device = FSG_DEVICE_CUDA,
+        .source = "kernels/engine/ozaki.cu",
+        .launch = fsg_ozaki_sgemm,
+        .sass = "IGMMA",
+        .precision = "fp32",
+        .max_dim = GRID_Y_LIMIT(64),
+        WHOLE_K(128, 256, 1),
+        CONFIGS(ozaki_configs),
     },
     {
         .number = -1,
