@@ -607,9 +607,10 @@ static int working_stream(fast_state *fs, operand_kind kind, int device, PyObjec
 /* read_device(obj, max_rank) -> None, or (ptr, shape, strides, device, stream): a torch CUDA tensor, a CuPy array
  * or a DeviceArray read by the fast path's own readers (read_torch, read_cupy, read_device_array), a matrix or,
  * where max_rank is 3, a stack of them; shape and strides (elements) of its rank, device its memory's GPU (checked
- * against its allocation where it is not empty), stream a DeviceArray's last writer (None for the others, whose
- * framework orders them). None where they decline: another type, a dtype, rank or layout they do not take, an
- * empty framework array, or memory its allocation does not hold. The general path then reads the object through
+ * against its allocation where it is not empty), stream the one its producer names, as its interface would: a
+ * DeviceArray's last writer, CuPy's current stream on the array's device (an int handle; 0 the legacy default
+ * stream), None for torch (whose interface names none). None where they decline: another type, a dtype, rank or
+ * layout they do not take, or memory its allocation does not hold. The general path then reads the object through
  * the interfaces, and says what is wrong. A DeviceArray's buffer is marked shared, as its interface marks it: the
  * general path may read it on any stream. */
 PyObject *read_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -626,7 +627,8 @@ PyObject *read_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     stack_shape stack = {2, 1, 0};
     PyObject *stream = NULL;
     int status;
-    switch (kind_of(fs, args[0])) {
+    const operand_kind kind = kind_of(fs, args[0]);
+    switch (kind) {
     case KIND_TORCH: status = read_torch(st, args[0], &op, max_rank >= 3 ? 3 : 2, &stack); break;
     case KIND_CUPY: status = read_cupy(st, args[0], &op, max_rank >= 3 ? 3 : 2, &stack); break;
     case KIND_DEVICE_ARRAY: status = read_device_array(args[0], &op, &stream); break;
@@ -637,8 +639,15 @@ PyObject *read_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (status < 0) return NULL;
         Py_RETURN_NONE;
     }
-    if (stream != NULL) {
+    if (kind == KIND_DEVICE_ARRAY) {
         ((DeviceBuffer *)((const DeviceMatrix *)args[0])->buffer)->shared = 1;
+    } else if (kind == KIND_CUPY) {
+        // CuPy's interface names its current stream, which work on the array was ordered on: the general path
+        // waits for it where it works on another stream (an operand of another kind chose it).
+        cudaStream_t current;
+        if (working_stream(fs, KIND_CUPY, op.device, Py_None, &current) < 0) return NULL;
+        stream = PyLong_FromVoidPtr((void *)current);
+        if (stream == NULL) return NULL;
     } else {
         stream = Py_NewRef(Py_None);
     }

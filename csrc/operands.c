@@ -75,6 +75,8 @@ static bool span_of(uintptr_t ptr, int ndim, const int64_t *extent, const int64_
     wraps |= __builtin_mul_overflow(first, (int64_t)sizeof(float), &first_byte) ||
              __builtin_add_overflow(last, (int64_t)1, &end_byte) ||
              __builtin_mul_overflow(end_byte, (int64_t)sizeof(float), &end_byte);
+    // The address arithmetic itself must not wrap either (a pointer near either end of the address space).
+    wraps |= (first_byte < 0 && (uintptr_t)(-(first_byte + 1)) >= ptr) || (uintptr_t)end_byte > UINTPTR_MAX - ptr;
     *lo = wraps ? 0 : ptr + (uintptr_t)first_byte;
     *hi = wraps ? UINTPTR_MAX : ptr + (uintptr_t)end_byte;
     return true;

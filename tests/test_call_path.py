@@ -182,6 +182,8 @@ def test_producer_stream_that_differs_from_the_working_stream(rng):
     ((1000, (2, 3, 4), (0, 4, 1)), (1000 + 4 * 11, (2,), (1,)), True),  # a broadcast dimension (stride 0)
     ((1000, (2, 3, 4), (0, 4, 1)), (1000 + 4 * 12, (2,), (1,)), False),
     ((4096, (2 ** 62, 3), (2 ** 62, 1)), (0, (1,), (1,)), True),  # a span past 64 bits counts as everything
+    ((16, (10,), (-1,)), (0, (4,), (1,)), True),  # addresses that would wrap below 0: everything too
+    ((2 ** 64 - 8, (4,), (1,)), (0, (1,), (1,)), True),  # and past the top of the address space
     ((1000, (), ()), (1000, (), ()), True),  # rank 0: one element
 ])
 def test_views_overlap_is_the_span_test(x, y, overlap):
@@ -200,12 +202,14 @@ def test_views_overlap_refuses_what_is_not_a_view():
 
 
 def test_a_host_stack_whose_out_overlaps_an_input_is_computed_aside(rng):
-    """out over A: each product must read A as it was, so the stack runs into a temporary first."""
-    A = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    """A matrix broadcast over a stack, lying in the stack's out: product 1 writes it, product 2 reads it. Run one
+    by one into out, product 2 would read product 1's result; the overlap test sends the stack to a temporary."""
+    buffer = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    A = buffer[1]  # every product's A, and product 1's out
     B = rng.standard_normal((3, 4, 4)).astype(np.float32)
     want = A.astype(np.float64) @ B.astype(np.float64)
-    fastsgemm.matmul(A, B, out=A, kernel="cpu")
-    assert_close(A, want, what="out=A on the host")
+    fastsgemm.matmul(A, B, out=buffer, kernel="cpu")
+    assert_close(buffer, want, what="out over a broadcast A on the host")
 
 
 def test_general_path_result_on_the_host_is_numpy(rng):
@@ -237,15 +241,20 @@ def test_both_paths_make_the_same_result_on_the_same_stream(kind, rng):
         with stream:
             assert _operands.working_stream(_operands.to_operand("A", a)) == stream.ptr
     else:
+        torch = pytest.importorskip("torch")  # for a stream that is not the legacy default one
+        side_stream = torch.cuda.Stream()
+        writer = side_stream.cuda_stream
         a = fastsgemm.to_device(A)
-        record_writer(a, 0)
+        torch.cuda.synchronize()
+        record_writer(a, writer)  # its last writer, which the work must follow
         want_type = fastsgemm.DeviceArray
         if kind == "foreign":
-            a = ForeignInterface(a, 1)
-        assert _operands.working_stream(_operands.to_operand("A", a)) in (0, 1)  # the legacy default stream
+            a = ForeignInterface(a, writer)
+        assert _operands.working_stream(_operands.to_operand("A", a)) == writer
     op = _operands.to_operand("A", a)
     result = _operands.empty_like_framework(op, (6, 9))
     assert isinstance(result, want_type) and tuple(result.shape) == (6, 9)
+    assert str(result.dtype).endswith("float32")
     assert _sgemm.pointer_device(_operands.to_operand("out", result).core[0]) == _operands.operand_device(op)
     if want_type is fastsgemm.DeviceArray:
         with pytest.raises(TypeError, match="3-D result"):
@@ -291,8 +300,8 @@ def test_the_general_path_reads_the_fast_kinds_as_the_interface_does(kind, rng):
         strides = cai["strides"] or tuple(4 * s for s in _operands.c_contiguous_strides(cai["shape"]))
         assert (op.ptr, tuple(op.shape), tuple(op.strides)) == (cai["data"][0], tuple(cai["shape"]),
                                                              tuple(s // 4 for s in strides))
-        if kind == "fastsgemm":
-            assert op.producer_stream == cai["stream"]
+        if kind != "torch":  # torch's interface (v2) names no stream; CuPy's and a DeviceArray's do
+            assert op.producer_stream == cai["stream"], "the general path would not wait for the producer's stream"
     if wrong is not None:
         assert _sgemm.read_device(wrong, 2) is None
         with pytest.raises(TypeError, match="float32"):

@@ -182,7 +182,7 @@ PRIVATE_USES_ALLOWED = {
 }
 
 _IMPORT = re.compile(r"\bfrom\s+fastsgemm((?:\.\w+)*)\s+import\s+(\([\w\s,]*\)|\w+(?:\s+as\s+\w+)?(?:[ \t]*,[ \t]*\w+"
-                     r"(?:\s+as\s+\w+)?)*)|\bimport\s+fastsgemm((?:\.\w+)+)(?:\s+as\s+(\w+))?")
+                     r"(?:\s+as\s+\w+)?)*)|\bimport\s+fastsgemm((?:\.\w+)*)(?:\s+as\s+(\w+))?")
 
 
 def _private(part: str) -> bool:
@@ -211,7 +211,8 @@ def _code(path: Path) -> str:
 def private_uses(path: Path) -> dict:
     """The package's private names that `path` uses, name -> the lines: imported from a private module, or read
     from one (through fastsgemm, or a name an import bound: `from fastsgemm import _sgemm`, `import fastsgemm.torch
-    as fst`), as code or in code a string holds."""
+    as fst`, `import fastsgemm as fs`), by attribute or by getattr/setattr with the name as a string, as code or in
+    code a string holds."""
     code = _code(path)
     found = {}
 
@@ -220,9 +221,9 @@ def private_uses(path: Path) -> dict:
 
     bound = {"fastsgemm": []}  # a name in the file -> the package's module it is, as parts
     for match in _IMPORT.finditer(code):
-        if match.group(3):  # import fastsgemm.x [as y]
+        if match.group(3) is not None:  # import fastsgemm[.x] [as y]
             if match.group(4):
-                bound[match.group(4)] = match.group(3)[1:].split(".")
+                bound[match.group(4)] = match.group(3)[1:].split(".") if match.group(3) else []
         else:
             module = match.group(1)[1:].split(".") if match.group(1) else []
             for name, alias in re.findall(r"(\w+)(?:\s+as\s+(\w+))?", match.group(2)):
@@ -236,7 +237,7 @@ def private_uses(path: Path) -> dict:
         for match in re.finditer(rf"(?:(?<![\w./])|(?<=\\[nt])){re.escape(name)}\b((?:\.\w+)*)", code):
             parts = module + match.group(1).split(".")[1:]
             set_name = re.match(r"\s*,\s*[\"'](\w+)[\"']", code[match.end():])
-            if set_name and re.search(r"setattr\(\s*$", code[:match.start()]):  # setattr(module, "name", ...)
+            if set_name and re.search(r"(?:setattr|getattr)\(\s*$", code[:match.start()]):  # [gs]etattr(module, "name")
                 parts.append(set_name.group(1))
             first = next((i for i, part in enumerate(parts) if _private(part)), None)
             if first is not None:
@@ -249,7 +250,7 @@ def test_tests_and_benchmarks_use_private_names_only_where_they_test_them():
     appears only in the allow-list above, where a file tests that private piece itself. Every entry is still in
     use: the list stays as short as the private uses it allows."""
     found = {}
-    for path in sorted([*ROOT.glob("tests/*.py"), *ROOT.glob("benchmarks/*.py")]):
+    for path in sorted([*ROOT.glob("tests/*.py"), *ROOT.glob("benchmarks/*.py"), *ROOT.glob("benchmarks/harness/*.py")]):
         for name, lines in private_uses(path).items():
             found[(path.relative_to(ROOT).as_posix(), name)] = lines
     assert ("tests/test_tuning.py", "_tuning.pick") in found, "the reader saw no private use: it is broken"

@@ -331,7 +331,8 @@ def to_operand(name, obj, *, writable=False, consumer_stream=None, matrix=True) 
     if read is not None:  # a torch tensor, CuPy array or DeviceArray, read as the fast path reads it
         ptr, shape, strides, _, stream = read
         op = _device_operand(name, obj, shape, strides, ptr, matrix)
-        # A DeviceArray's last writer, as its interface gives it (0, the legacy default stream, spelled 1).
+        # The stream its producer names, as its interface gives it: a DeviceArray's last writer, CuPy's current
+        # stream (0, the legacy default stream, spelled 1); torch's interface names none.
         op.producer_stream = None if stream is None else (stream or 1)
         return op
     if _claims_cai(obj):
@@ -352,8 +353,7 @@ def working_stream(op: Operand) -> int:
     """The stream device work runs on: the caller's current stream in the framework that made A, else the
     stream A's producer named, else the legacy default stream. The rules live in C (csrc/fast_call.c's
     working_stream), which the fast path follows too."""
-    device = operand_device(op)
-    return _sgemm.stream_for(op.source, -1 if device is None else device, op.producer_stream)
+    return _sgemm.stream_for(op.source, -1, op.producer_stream)  # C asks torch or CuPy for the array's device
 
 
 def operand_device(op: Operand) -> int | None:
@@ -373,16 +373,23 @@ def empty_like_framework(template: Operand, shape):
     if template.side == HOST:
         return _sgemm.result_like(template.source, shape, -1, None)
     device = operand_device(template)
-    framework = template.framework in ("torch", "cupy") and template.framework in sys.modules
+    framework = _framework_array(template.source)
     if device is None:
-        device = _framework_device(template) if framework else _sgemm.current_device()
+        device = _framework_device(template.source) if framework else _sgemm.current_device()
     if not framework and len(shape) != 2:
         raise TypeError(f"a {len(shape)}-D result of {describe(template.source)} operands has no array type to come "
                         f"back as (fastsgemm.DeviceArray holds matrices); pass out=, or torch or CuPy arrays")
     return _sgemm.result_like(template.source, shape, device, None)
 
 
-def _framework_device(template: Operand) -> int:
+def _framework_array(obj) -> bool:
+    """Whether obj is a torch tensor or a CuPy array (any subclass), as the C tells its kinds apart: its results
+    are made in that framework. Looked up, never imported: such an object means the framework is loaded."""
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    return (torch is not None and isinstance(obj, torch.Tensor)) or (cupy is not None and isinstance(obj, cupy.ndarray))
+
+
+def _framework_device(obj) -> int:
     """The GPU a torch tensor or CuPy array says it is on (an empty one names no allocation to ask the driver)."""
-    source = template.source
-    return source.get_device() if template.framework == "torch" else source.device.id
+    torch = sys.modules.get("torch")
+    return obj.get_device() if torch is not None and isinstance(obj, torch.Tensor) else obj.device.id
